@@ -1,0 +1,30 @@
+"""Errors a user can act on: each names the model, revision and file involved."""
+
+__all__ = ["CheckpointError"]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint cannot be downloaded, read or used.
+
+    The message starts with whichever of model, revision and file are known, e.g.
+    ``model 'pythia-410m' revision 'step128' file 'model.safetensors': tensor ... missing``.
+    """
+
+    def __init__(self, message, *, model=None, revision=None, file=None):
+        self.model, self.revision, self.file = model, revision, file
+        where = " ".join(
+            f"{name} '{value}'"
+            for name, value in (("model", model), ("revision", revision), ("file", file))
+            if value is not None
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def with_context(self, *, model=None, revision=None, file=None):
+        """Return a copy with missing context filled in (keeps what is already known)."""
+        base = str(self).split(": ", 1)[1] if self.model or self.revision or self.file else str(self)
+        return CheckpointError(
+            base,
+            model=self.model or model,
+            revision=self.revision or revision,
+            file=self.file or file,
+        )
