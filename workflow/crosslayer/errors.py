@@ -11,7 +11,7 @@ class CheckpointError(RuntimeError):
     """
 
     def __init__(self, message, *, model=None, revision=None, file=None):
-        self.model, self.revision, self.file = model, revision, file
+        self.message, self.model, self.revision, self.file = message, model, revision, file
         where = " ".join(
             f"{name} '{value}'"
             for name, value in (("model", model), ("revision", revision), ("file", file))
@@ -21,9 +21,8 @@ class CheckpointError(RuntimeError):
 
     def with_context(self, *, model=None, revision=None, file=None):
         """Return a copy with missing context filled in (keeps what is already known)."""
-        base = str(self).split(": ", 1)[1] if self.model or self.revision or self.file else str(self)
         return CheckpointError(
-            base,
+            self.message,
             model=self.model or model,
             revision=self.revision or revision,
             file=self.file or file,
