@@ -1,0 +1,164 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import ortho_group, pearsonr
+
+from crosslayer.alignment import (
+    adjacent_overlap,
+    cascade_statistics,
+    checkpoint_alignment,
+    first_peak_step,
+    mlp_product,
+    overlap_at_distance,
+    table1_metrics,
+)
+from crosslayer.subspace import subspace_overlap, top_singular_subspaces
+
+
+def distance_decay(L):
+    """overlap[i, j] = 1 / (1 + |i - j|): every distance has a known value."""
+    i = np.arange(L)
+    return 1.0 / (1.0 + np.abs(i[:, None] - i[None, :]))
+
+
+def test_table1_on_constructed_matrix():
+    row = table1_metrics(distance_decay(7), threshold=0.3, distances=(1, 3, 5))
+    # pairs at distance 1 (0.5, 6 pairs) and 2 (0.333, 5 pairs) exceed 0.3; 21 pairs in all
+    assert row == {
+        "pairs_above": 11,
+        "n_pairs": 21,
+        "fraction_above": pytest.approx(11 / 21),
+        "mean_d1": pytest.approx(0.5),
+        "mean_d3": pytest.approx(0.25),
+        "mean_d5": pytest.approx(1 / 6),
+    }
+
+
+def test_table1_uses_only_upper_triangle_and_strict_threshold():
+    O = np.full((4, 4), 0.15)
+    O[3, 0] = 0.9  # lower triangle ignored
+    row = table1_metrics(O, threshold=0.15, distances=(1, 5))
+    assert row["pairs_above"] == 0 and row["n_pairs"] == 6
+    assert math.isnan(row["mean_d5"])  # no pair 5 layers apart in a 4-layer model
+
+
+def test_overlap_at_distance_and_adjacent():
+    O = distance_decay(5)
+    assert np.allclose(adjacent_overlap(O), [0.5] * 4)
+    assert overlap_at_distance(O, 4).tolist() == [0.2]
+    assert overlap_at_distance(O, 9).size == 0
+    with pytest.raises(ValueError, match="square"):
+        overlap_at_distance(np.ones((2, 3)), 1)
+    with pytest.raises(ValueError, match="distance"):
+        overlap_at_distance(O, 0)
+
+
+@pytest.mark.parametrize(
+    "values, min_height, expected",
+    [
+        ([0.1, 0.3, 0.2, 0.5], -math.inf, 10),  # first local maximum, not the global one
+        ([0.1, 0.2, 0.3, 0.4], -math.inf, 1000),  # still rising: the last step
+        ([0.5, 0.4, 0.3, 0.2], -math.inf, 0),  # falling from the start
+        ([0.1, 0.3, 0.2, 0.5], 0.4, 1000),  # the small early bump is under min_height
+        ([0.1, 0.1, 0.1, 0.1], 0.2, math.nan),
+        ([0.1, 0.3, 0.3, 0.2], -math.inf, 100),  # plateau: the peak is where it starts to fall
+    ],
+)
+def test_first_peak_step(values, min_height, expected):
+    got = first_peak_step([0, 10, 100, 1000], values, min_height=min_height)
+    assert (math.isnan(got) and math.isnan(expected)) or got == expected
+
+
+def test_first_peak_rejects_unsorted_steps():
+    with pytest.raises(ValueError, match="increasing"):
+        first_peak_step([0, 5, 3], [1, 2, 3])
+
+
+def test_cascade_statistics_planted_backward_cascade():
+    steps = [0, 100, 500, 2000]
+    adjacent = np.array(  # boundaries 0..4; the final one (4) peaks first, then 3 and 2, then 1 and 0
+        [
+            [0.2, 0.2, 0.3, 0.6],
+            [0.2, 0.2, 0.4, 0.6],
+            [0.2, 0.3, 0.6, 0.5],
+            [0.2, 0.4, 0.7, 0.5],
+            [0.2, 0.8, 0.7, 0.7],
+        ]
+    )
+    per_boundary, fit = cascade_statistics(steps, adjacent, reference_step=500, min_height=0.25)
+    assert per_boundary["first_peak_step"].tolist() == [2000, 2000, 500, 500, 100]
+    assert per_boundary["distance_from_final"].tolist() == [4, 3, 2, 1, 0]
+    assert per_boundary["overlap_at_reference"].tolist() == [0.3, 0.4, 0.6, 0.7, 0.7]
+    r, p = pearsonr([4, 3, 2, 1, 0], [0.3, 0.4, 0.6, 0.7, 0.7])
+    assert fit == {"reference_step": 500, "n_boundaries": 5, "pearson_r": pytest.approx(r), "pearson_p": pytest.approx(p)}
+    assert r < -0.9  # weaker with distance from the final boundary
+
+
+def test_cascade_statistics_exact_linear_trend_and_errors():
+    steps = [0, 1]
+    adjacent = np.column_stack([np.zeros(4), [0.1, 0.2, 0.3, 0.4]])
+    _, fit = cascade_statistics(steps, adjacent, reference_step=1)
+    assert fit["pearson_r"] == pytest.approx(-1.0)
+    with pytest.raises(ValueError, match="reference_step"):
+        cascade_statistics(steps, adjacent, reference_step=7)
+    _, flat = cascade_statistics(steps, np.zeros((4, 2)), reference_step=1)
+    assert math.isnan(flat["pearson_r"])
+
+
+def test_mlp_product_shape_check():
+    with pytest.raises(ValueError, match="up"):
+        mlp_product(torch.ones(8, 4), torch.ones(8, 4))
+    up, down = torch.randn(8, 4), torch.randn(4, 8)
+    assert torch.allclose(mlp_product(up, down), down @ up)
+
+
+def layers_sharing_top_subspace(d, k, L, seed):
+    """L layers whose MLP products share the same top-k left subspace but nothing else."""
+    rng = np.random.default_rng(seed)
+    shared = ortho_group.rvs(d, random_state=rng)[:, :k]
+    layers = []
+    for _ in range(L):
+        rest = np.linalg.qr(rng.standard_normal((d, d)) - shared @ (shared.T @ rng.standard_normal((d, d))))[0]
+        U = np.hstack([shared, np.linalg.qr((np.eye(d) - shared @ shared.T) @ rest)[0][:, : d - k]])
+        V = ortho_group.rvs(d, random_state=rng)
+        s = np.concatenate([np.linspace(8, 4, k), np.linspace(1, 0.1, d - k)])
+        up = torch.as_tensor(V.T, dtype=torch.float32)  # (d_ff = d, d)
+        down = torch.as_tensor(U * s, dtype=torch.float32)  # (d, d_ff)
+        layers.append((up, down))
+    return layers
+
+
+def test_checkpoint_alignment_recovers_shared_subspace_and_matches_direct_svd():
+    d, k, L = 40, 4, 3
+    layers = layers_sharing_top_subspace(d, k, L, seed=0)
+    result = checkpoint_alignment(lambda l: layers[l], L, k=k)
+    assert result["left"].shape == (L, d, k) and result["singular_values"].shape == (L, k + 1)
+    assert np.allclose(result["overlap_left"], 1.0, atol=1e-5)  # same top-k output space
+    assert np.all(result["overlap_right"][np.triu_indices(L, 1)] < 0.8)  # random input spaces
+    assert np.allclose(np.diag(result["overlap_right"]), 1.0, atol=1e-5)
+    up, down = layers[1]
+    U, s, V = top_singular_subspaces((down @ up).double(), k, method="full")
+    assert subspace_overlap(result["left"][1], U) > 0.9999 and subspace_overlap(result["right"][1], V) > 0.9999
+    # the cross overlap pairs layer i's write space with layer j's read space
+    assert result["overlap_cross"][0, 2] == pytest.approx(subspace_overlap(result["left"][0], result["right"][2]), abs=1e-6)
+    assert not result["float64_recomputed"].any()
+
+
+def test_checkpoint_alignment_recomputes_in_float64_when_gap_is_small():
+    d = 12
+    s = np.array([5.0, 4.0, 3.0, 3.0] + [1.0] * (d - 4))  # s_3 == s_4: no gap after k = 3
+    up = torch.eye(d)
+    down = torch.as_tensor(np.diag(s), dtype=torch.float32)
+    result = checkpoint_alignment(lambda l: (up, down), 2, k=3, gap_tol=1e-3)
+    assert result["float64_recomputed"].all()
+    assert result["relative_gap"] == pytest.approx([0.0, 0.0], abs=1e-6)
+
+
+def test_checkpoint_alignment_full_and_arpack_agree():
+    layers = layers_sharing_top_subspace(30, 3, 2, seed=5)
+    a = checkpoint_alignment(lambda l: layers[l], 2, k=3, method="arpack")
+    f = checkpoint_alignment(lambda l: layers[l], 2, k=3, method="full")
+    for key in ("overlap_left", "overlap_right", "overlap_cross", "singular_values"):
+        assert np.allclose(a[key], f[key], atol=1e-5), key
