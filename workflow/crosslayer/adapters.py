@@ -1,0 +1,533 @@
+"""Read each layer's projection matrices straight from a saved checkpoint.
+
+No model is built: tensors are read one at a time from memory-mapped safetensors
+(or ``pytorch_model.bin`` as a fallback) and sliced into a canonical form that is
+the same for every architecture family, so callers never branch on the family.
+
+Canonical projections, float32, PyTorch ``(out, in)`` layout, ``d = d_model``:
+
+========  ==============================  ==========================================
+name      shape                           meaning
+========  ==============================  ==========================================
+``q``     ``(n_heads * head_dim, d)``     query
+``k``     ``(n_kv_heads * head_dim, d)``  key (fewer rows than ``q`` under GQA)
+``v``     ``(n_kv_heads * head_dim, d)``  value
+``o``     ``(d, n_heads * head_dim)``     attention output
+``gate``  ``(d_ff, d)``                   SwiGLU gate; only for gated MLPs
+``up``    ``(d_ff, d)``                   MLP input
+``down``  ``(d, d_ff)``                   MLP output
+========  ==============================  ==========================================
+
+Rows of ``q``/``k``/``v`` and columns of ``o`` are grouped by head (head ``h``
+owns ``h * head_dim : (h + 1) * head_dim``), whatever the stored layout. Biases and norm
+gains are not read yet; a family adds them by declaring more sources.
+
+Example
+-------
+>>> with open_checkpoint("checkpoints/pythia-70m/step1000") as reader:  # doctest: +SKIP
+...     w = reader.projections(3, names=("q", "k"))
+...     up, down = reader.mlp(3)
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from crosslayer.errors import CheckpointError
+
+__all__ = ["SUPPORTED_MODEL_TYPES", "Geometry", "WeightReader", "open_checkpoint"]
+
+PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Shapes and block structure of one checkpoint, read from its config.
+
+    Attributes
+    ----------
+    model_type : str
+        ``model_type`` from config.json, e.g. ``"gpt_neox"``.
+    n_layers, d_model, d_ff : int
+        Number of blocks, residual width, MLP hidden width.
+    n_heads, n_kv_heads, head_dim : int
+        Query heads, key/value heads (``< n_heads`` under GQA), width per head.
+    mlp_activation : str
+        Activation name as transformers spells it (``"gelu"``, ``"silu"``, ...).
+    gated_mlp : bool
+        True for SwiGLU-style MLPs ``down(act(gate x) * up x)``.
+    parallel_attn_mlp : bool
+        True when attention and MLP read the same residual (GPT-NeoX
+        ``use_parallel_residual``); False for sequential blocks.
+    """
+
+    model_type: str
+    n_layers: int
+    d_model: int
+    d_ff: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    mlp_activation: str
+    gated_mlp: bool
+    parallel_attn_mlp: bool
+
+
+# --------------------------------------------------------------------------- families
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where one canonical projection lives and how to cut it out.
+
+    ``key`` is relative to the layer (``attention.dense.weight``), ``shape`` is the
+    stored shape (checked before slicing), ``take`` maps the stored float32 tensor
+    to the canonical ``(out, in)`` matrix.
+    """
+
+    key: str
+    shape: tuple[int, ...]
+    take: Callable[[torch.Tensor], torch.Tensor] = lambda w: w
+
+
+def _linear(key, out_features, in_features):
+    """An ``nn.Linear`` weight: stored ``(out, in)`` already."""
+    return _Source(key, (out_features, in_features))
+
+
+def _conv1d(key, out_features, in_features):
+    """A GPT-2 ``Conv1D`` weight: stored ``(in, out)``, so transpose."""
+    return _Source(key, (in_features, out_features), lambda w: w.T)
+
+
+def _fused_per_head(key, g, part):
+    """Fused QKV with rows ordered ``(n_heads, 3, head_dim)`` (GPT-NeoX, BLOOM)."""
+    nh, hd, d = g.n_heads, g.head_dim, g.d_model
+    return _Source(key, (3 * nh * hd, d), lambda w: w.view(nh, 3, hd, d)[:, part].reshape(nh * hd, d))
+
+
+def _fused_conv1d(key, g, part):
+    """GPT-2 ``c_attn``: stored ``(d, 3 d)`` with q, k, v contiguous along columns."""
+    width = g.n_heads * g.head_dim
+    return _Source(key, (g.d_model, 3 * width), lambda w: w[:, part * width : (part + 1) * width].T)
+
+
+class FamilyAdapter:
+    """What one architecture family stores where.
+
+    Subclasses set ``model_type`` and ``layer_key`` (the per-layer key stem below
+    the model's own prefix, which is discovered from the checkpoint) and implement
+    ``_geometry`` and ``sources``. Later additions (biases, block callables) belong
+    here too, so that nothing outside this module branches on the family.
+
+    Parameters
+    ----------
+    config : transformers.PretrainedConfig
+        The checkpoint's config (never loaded with remote code).
+    """
+
+    model_type: str
+    layer_key: str  # e.g. "layers.{layer}"
+
+    def __init__(self, config):
+        self.config = config
+        self.geometry = self._geometry(config)
+
+    def _geometry(self, config) -> Geometry:
+        raise NotImplementedError
+
+    def sources(self) -> dict[str, _Source]:
+        """Canonical name -> stored tensor, for every projection this family has."""
+        raise NotImplementedError
+
+
+def _heads(config):
+    """(n_heads, n_kv_heads, head_dim) with the usual transformers defaults."""
+    nh = config.num_attention_heads
+    nkv = getattr(config, "num_key_value_heads", None) or nh
+    hd = getattr(config, "head_dim", None) or config.hidden_size // nh
+    return nh, nkv, hd
+
+
+class GPTNeoXAdapter(FamilyAdapter):
+    """Pythia and other GPT-NeoX: fused, head-interleaved QKV; parallel residual."""
+
+    model_type = "gpt_neox"
+    layer_key = "layers.{layer}"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        return Geometry("gpt_neox", c.num_hidden_layers, c.hidden_size, c.intermediate_size,
+                        nh, nh, hd, c.hidden_act, False, bool(c.use_parallel_residual))
+
+    def sources(self):
+        g, qkv = self.geometry, "attention.query_key_value.weight"
+        return {
+            "q": _fused_per_head(qkv, g, 0),
+            "k": _fused_per_head(qkv, g, 1),
+            "v": _fused_per_head(qkv, g, 2),
+            "o": _linear("attention.dense.weight", g.d_model, g.n_heads * g.head_dim),
+            "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, g.d_model),
+            "down": _linear("mlp.dense_4h_to_h.weight", g.d_model, g.d_ff),
+        }
+
+
+class LlamaAdapter(FamilyAdapter):
+    """Llama, TinyLlama, SmolLM: separate q/k/v (GQA), SwiGLU MLP."""
+
+    model_type = "llama"
+    layer_key = "layers.{layer}"
+
+    def _geometry(self, c):
+        nh, nkv, hd = _heads(c)
+        return Geometry(self.model_type, c.num_hidden_layers, c.hidden_size, c.intermediate_size,
+                        nh, nkv, hd, c.hidden_act, True, False)
+
+    def sources(self):
+        g = self.geometry
+        d, q_width, kv_width = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+        return {
+            "q": _linear("self_attn.q_proj.weight", q_width, d),
+            "k": _linear("self_attn.k_proj.weight", kv_width, d),
+            "v": _linear("self_attn.v_proj.weight", kv_width, d),
+            "o": _linear("self_attn.o_proj.weight", d, q_width),
+            "gate": _linear("mlp.gate_proj.weight", g.d_ff, d),
+            "up": _linear("mlp.up_proj.weight", g.d_ff, d),
+            "down": _linear("mlp.down_proj.weight", d, g.d_ff),
+        }
+
+
+class Olmo2Adapter(LlamaAdapter):
+    """OLMo 2: Llama projection names; its q_norm/k_norm act after q/k (not read yet)."""
+
+    model_type = "olmo2"
+
+
+class BloomAdapter(FamilyAdapter):
+    """BLOOM: fused per-head QKV, 4d GELU MLP (tanh approximation, no config field)."""
+
+    model_type = "bloom"
+    layer_key = "h.{layer}"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        d = c.hidden_size
+        return Geometry("bloom", c.num_hidden_layers, d, 4 * d, nh, nh, hd, "gelu_new", False, False)
+
+    def sources(self):
+        g, qkv = self.geometry, "self_attention.query_key_value.weight"
+        return {
+            "q": _fused_per_head(qkv, g, 0),
+            "k": _fused_per_head(qkv, g, 1),
+            "v": _fused_per_head(qkv, g, 2),
+            "o": _linear("self_attention.dense.weight", g.d_model, g.n_heads * g.head_dim),
+            "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, g.d_model),
+            "down": _linear("mlp.dense_4h_to_h.weight", g.d_model, g.d_ff),
+        }
+
+
+class GPT2Adapter(FamilyAdapter):
+    """GPT-2: Conv1D weights stored ``(in, out)``; ``c_attn`` holds q, k, v side by side."""
+
+    model_type = "gpt2"
+    layer_key = "h.{layer}"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        d = c.hidden_size
+        return Geometry("gpt2", c.num_hidden_layers, d, c.n_inner or 4 * d, nh, nh, hd,
+                        c.activation_function, False, False)
+
+    def sources(self):
+        g, qkv = self.geometry, "attn.c_attn.weight"
+        return {
+            "q": _fused_conv1d(qkv, g, 0),
+            "k": _fused_conv1d(qkv, g, 1),
+            "v": _fused_conv1d(qkv, g, 2),
+            "o": _conv1d("attn.c_proj.weight", g.d_model, g.n_heads * g.head_dim),
+            "up": _conv1d("mlp.c_fc.weight", g.d_ff, g.d_model),
+            "down": _conv1d("mlp.c_proj.weight", g.d_model, g.d_ff),
+        }
+
+
+class BertAdapter(FamilyAdapter):
+    """BERT encoder blocks (post-norm, sequential)."""
+
+    model_type = "bert"
+    layer_key = "encoder.layer.{layer}"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        return Geometry("bert", c.num_hidden_layers, c.hidden_size, c.intermediate_size,
+                        nh, nh, hd, c.hidden_act, False, False)
+
+    def sources(self):
+        g = self.geometry
+        d, width = g.d_model, g.n_heads * g.head_dim
+        return {
+            "q": _linear("attention.self.query.weight", width, d),
+            "k": _linear("attention.self.key.weight", width, d),
+            "v": _linear("attention.self.value.weight", width, d),
+            "o": _linear("attention.output.dense.weight", d, width),
+            "up": _linear("intermediate.dense.weight", g.d_ff, d),
+            "down": _linear("output.dense.weight", d, g.d_ff),
+        }
+
+
+ADAPTERS: dict[str, type[FamilyAdapter]] = {
+    a.model_type: a
+    for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, BloomAdapter, GPT2Adapter, BertAdapter)
+}
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
+
+
+# --------------------------------------------------------------------------- storage
+
+
+class _TensorStore:
+    """Tensors by full key across one file or shards, opened lazily, never all loaded.
+
+    Safetensors shards are read with ``safe_open`` (memory-mapped, one tensor per
+    ``get_tensor``); ``.bin`` shards with ``torch.load(mmap=True)`` so that only the
+    pages of requested tensors are touched.
+    """
+
+    def __init__(self, directory, *, context):
+        self.directory, self.context = Path(directory), context
+        self._open: dict[str, object] = {}
+        for index, single in (("model.safetensors.index.json", "model.safetensors"),
+                              ("pytorch_model.bin.index.json", "pytorch_model.bin")):
+            if (self.directory / index).is_file():
+                self.source = index  # named in "not found" errors
+                try:
+                    weight_map = json.loads((self.directory / index).read_text())["weight_map"]
+                except (OSError, ValueError, KeyError) as e:
+                    raise CheckpointError(f"unreadable shard index: {e}", **context, file=index) from e
+                self.file_of = dict(weight_map)
+                return
+            if (self.directory / single).is_file():
+                self.source = single
+                self.file_of = dict.fromkeys(self._handle(single).keys(), single)
+                return
+        raise CheckpointError(
+            "no weight files found (looked for model.safetensors[.index.json] and "
+            f"pytorch_model.bin[.index.json] in {self.directory})", **context)
+
+    def _handle(self, name):
+        if name not in self._open:
+            path = self.directory / name
+            try:
+                if name.endswith(".safetensors"):
+                    from safetensors import safe_open
+
+                    self._open[name] = safe_open(str(path), framework="pt", device="cpu")
+                else:
+                    self._open[name] = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except Exception as e:  # corrupt or missing shard: say which one
+                raise CheckpointError(f"cannot open weight file: {e}", **self.context, file=name) from e
+        return self._open[name]
+
+    def keys(self):
+        return self.file_of.keys()
+
+    def _locate(self, key):
+        name = self.file_of.get(key)
+        handle = self._handle(name) if name is not None else None
+        if handle is None or key not in handle.keys():
+            raise CheckpointError(f"tensor '{key}' not found", **self.context, file=name or self.source)
+        return name, handle
+
+    def shape(self, key) -> tuple[int, ...]:
+        name, handle = self._locate(key)
+        if name.endswith(".safetensors"):
+            return tuple(handle.get_slice(key).get_shape())  # header only, no data read
+        return tuple(handle[key].shape)
+
+    def get(self, key) -> torch.Tensor:
+        """Load one tensor as float32 (fp16/bf16 converted after loading just it)."""
+        name, handle = self._locate(key)
+        tensor = handle.get_tensor(key) if name.endswith(".safetensors") else handle[key]
+        return tensor.to(torch.float32)
+
+    def close(self):
+        for handle in self._open.values():
+            if hasattr(handle, "__exit__"):
+                handle.__exit__(None, None, None)
+        self._open.clear()
+
+
+def _discover_prefix(keys, adapter, context):
+    """The key prefix in front of the layer stem, e.g. ``"gpt_neox."`` or ``""``.
+
+    Hub checkpoints differ: the original ``gpt2`` and ``bigscience/bloom-*`` files
+    drop ``transformer.``, head models add ``bert.``. So look for any layer-0 key.
+    """
+    stem = adapter.layer_key.format(layer=0)
+    suffixes = {f"{stem}.{s.key}" for s in adapter.sources().values()}
+    prefixes = {k[: -len(s)] for k in keys for s in suffixes if k == s or k.endswith("." + s)}
+    if len(prefixes) == 1:
+        return prefixes.pop()
+    if not prefixes:
+        raise CheckpointError(
+            f"no layer-0 tensor of a {adapter.model_type} checkpoint found "
+            f"(looked for keys ending in {sorted(suffixes)[0]!r} and similar)", **context)
+    raise CheckpointError(f"ambiguous key prefixes {sorted(prefixes)} for layer tensors", **context)
+
+
+# --------------------------------------------------------------------------- reader
+
+
+class WeightReader:
+    """Per-layer canonical projections of one saved checkpoint; a context manager.
+
+    Use :func:`open_checkpoint` to create one. Only the tensors of the requested
+    layer and projections are loaded, and none are kept between calls.
+
+    Parameters
+    ----------
+    path : str or Path
+        Directory with ``config.json`` and the weight file(s).
+    model, revision : str, optional
+        Named in error messages.
+
+    Attributes
+    ----------
+    geometry : Geometry
+    """
+
+    def __init__(self, path, *, model=None, revision=None):
+        self.path = Path(path)
+        self._context = {"model": model, "revision": revision}
+        config = _read_config(self.path, self._context)
+        self.adapter = ADAPTERS[config.model_type](config)
+        self.geometry = self.adapter.geometry
+        self._sources = self.adapter.sources()
+        self._store = _TensorStore(self.path, context=self._context)
+        try:
+            self._prefix = _discover_prefix(self._store.keys(), self.adapter, self._context)
+        except CheckpointError as e:
+            self._store.close()
+            raise e.with_context(file=self._store.source) from None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Release the memory-mapped files."""
+        self._store.close()
+
+    def __repr__(self):
+        return f"WeightReader({str(self.path)!r}, {self.geometry})"
+
+    def projections(self, layer, names=PROJECTIONS) -> dict[str, torch.Tensor]:
+        """Canonical projection matrices of one layer.
+
+        Parameters
+        ----------
+        layer : int
+            Block index, ``0 <= layer < geometry.n_layers``.
+        names : iterable of str
+            Subset of ``("q", "k", "v", "o", "gate", "up", "down")``. ``"gate"``
+            is silently left out for non-gated MLPs.
+
+        Returns
+        -------
+        dict of str to torch.Tensor
+            float32 CPU tensors in ``(out, in)`` layout: ``q`` ``(n_heads*head_dim, d)``,
+            ``k``/``v`` ``(n_kv_heads*head_dim, d)``, ``o`` ``(d, n_heads*head_dim)``,
+            ``gate``/``up`` ``(d_ff, d)``, ``down`` ``(d, d_ff)``.
+
+        Raises
+        ------
+        CheckpointError
+            A tensor is missing, has an unexpected shape, or holds NaN/Inf.
+        """
+        names = tuple(names)
+        unknown = set(names) - set(PROJECTIONS)
+        if unknown:
+            raise ValueError(f"unknown projection(s) {sorted(unknown)}; choose from {PROJECTIONS}")
+        if not 0 <= layer < self.geometry.n_layers:
+            raise IndexError(f"layer {layer} out of range for {self.geometry.n_layers} layers")
+        stem = self._prefix + self.adapter.layer_key.format(layer=layer)
+        loaded = {}  # fused QKV is read once even when q, k and v are all asked for
+        out = {}
+        for name in names:
+            if name not in self._sources:
+                continue  # "gate" of a non-gated MLP
+            source = self._sources[name]
+            key = f"{stem}.{source.key}"
+            if key not in loaded:
+                loaded[key] = self._load(key, source.shape)
+            matrix = source.take(loaded[key]).contiguous()
+            if not torch.isfinite(matrix).all():
+                bad = int((~torch.isfinite(matrix)).sum())
+                raise CheckpointError(
+                    f"layer {layer} projection '{name}' (tensor '{key}') has {bad} non-finite "
+                    "value(s) (NaN/Inf)", **self._context, file=self._store.file_of.get(key))
+            out[name] = matrix
+        return out
+
+    def mlp(self, layer) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(up, down)`` of one layer, shapes ``(d_ff, d)`` and ``(d, d_ff)``."""
+        w = self.projections(layer, names=("up", "down"))
+        return w["up"], w["down"]
+
+    def _load(self, key, expected):
+        actual = self._store.shape(key)
+        if actual != expected:
+            raise CheckpointError(
+                f"tensor '{key}' has shape {actual}, expected {expected}",
+                **self._context, file=self._store.file_of.get(key))
+        return self._store.get(key)
+
+
+def _read_config(path, context):
+    """The checkpoint's transformers config (defaults filled in, no remote code)."""
+    config_file = path / "config.json"
+    try:
+        model_type = json.loads(config_file.read_text()).get("model_type")
+    except FileNotFoundError:
+        raise CheckpointError(f"config.json missing in {path}", **context) from None
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"unreadable config: {e}", **context, file="config.json") from e
+    if model_type not in ADAPTERS:
+        raise CheckpointError(
+            f"unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}",
+            **context, file="config.json")
+    from transformers import AutoConfig  # imported late: slow, and only needed here
+
+    try:
+        return AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
+    except Exception as e:
+        raise CheckpointError(f"cannot parse config: {e}", **context, file="config.json") from e
+
+
+def open_checkpoint(path, *, model=None, revision=None) -> WeightReader:
+    """Open a saved checkpoint directory for per-layer reading.
+
+    Parameters
+    ----------
+    path : str or Path
+        Directory with ``config.json`` and ``model.safetensors`` (or its sharded
+        index), falling back to ``pytorch_model.bin`` (or its index).
+    model, revision : str, optional
+        Named in every error message.
+
+    Returns
+    -------
+    WeightReader
+        Use as a context manager, or call ``close()``.
+
+    Raises
+    ------
+    CheckpointError
+        config.json missing, ``model_type`` not in ``SUPPORTED_MODEL_TYPES``, or no
+        weight files.
+    """
+    return WeightReader(path, model=model, revision=revision)
