@@ -1,0 +1,383 @@
+"""Tests for crosslayer.checkpoints.
+
+The hub source is tested without network and without mocking huggingface_hub: each test lays
+out a cache exactly as huggingface_hub 2.4 writes it and lets ``snapshot_download`` resolve it
+in offline mode.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import time
+
+import httpx2
+import huggingface_hub.constants
+import pytest
+import torch
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+from huggingface_hub.errors import (
+    GatedRepoError,
+    HfHubHTTPError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RemoteEntryNotFoundError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+from crosslayer.checkpoints import (
+    _is_transient,
+    _with_retries,
+    download_checkpoint,
+    file_digests,
+    read_manifest,
+    resolve_checkpoints,
+    verify_manifest,
+    write_manifest,
+)
+from crosslayer.errors import CheckpointError
+
+REPO = "EleutherAI/pythia-tiny"
+COMMIT = hashlib.sha1(b"step128").hexdigest()  # any 40-hex string is a valid commit hash
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    """A real (tiny) GPT-NeoX checkpoint: config.json, generation_config.json, model.safetensors."""
+    torch.manual_seed(0)
+    config = GPTNeoXConfig(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, vocab_size=101
+    )
+    model = GPTNeoXForCausalLM(config)
+    path = tmp_path_factory.mktemp("tiny")
+    model.save_pretrained(path)
+    torch.save(model.state_dict(), path / "pytorch_model.bin")  # for the .bin fallback
+    return path
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads HF_HUB_OFFLINE once, when huggingface_hub.constants is imported,
+    # and is_offline_mode() (checked before every HTTP request) returns that constant, so
+    # setting the variable now is not enough: patch the constant too.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
+
+def lay_out_cache(cache, files, *, repo=REPO, commit=COMMIT, refs=("step128",)):
+    """Write ``files`` (name -> source path) into a hub cache as huggingface_hub does.
+
+    ``<cache>/models--<org>--<name>/blobs/<etag>`` holds the content (etag: sha256 for LFS
+    files such as weights, git blob sha1 otherwise), ``snapshots/<commit>/<name>`` are
+    relative symlinks to the blobs, and ``refs/<revision>`` holds the commit hash with no
+    newline (snapshot_download reads it verbatim). Returns the snapshot directory.
+    """
+    storage = cache / ("models--" + repo.replace("/", "--"))
+    snapshot = storage / "snapshots" / commit
+    (storage / "blobs").mkdir(parents=True, exist_ok=True)
+    snapshot.mkdir(parents=True)
+    for name, source in files.items():
+        data = source.read_bytes()
+        if name.endswith((".safetensors", ".bin")):
+            etag = hashlib.sha256(data).hexdigest()
+        else:
+            etag = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        (storage / "blobs" / etag).write_bytes(data)
+        (snapshot / name).symlink_to(os.path.join("..", "..", "blobs", etag))
+    (storage / "refs").mkdir(exist_ok=True)
+    for ref in refs:
+        (storage / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+# -- hub source, resolved offline by huggingface_hub ----------------------------------------
+
+
+def test_download_resolves_branch_offline_and_manifest_verifies(tmp_path, offline, tiny_checkpoint):
+    names = ["config.json", "generation_config.json", "model.safetensors"]
+    snapshot = lay_out_cache(tmp_path / "cache", {n: tiny_checkpoint / n for n in names})
+
+    path = download_checkpoint(REPO, "step128", cache_dir=tmp_path / "cache", model="pythia-tiny")
+    assert path == snapshot
+
+    manifest = write_manifest(
+        tmp_path / "manifests" / "pythia-tiny" / "128.json", model="pythia-tiny", step=128, source="hub",
+        checkpoint_dir=path, repo=REPO, revision="step128",
+    )
+    assert manifest["commit"] == COMMIT
+    assert manifest["path"] == str(snapshot.resolve())
+    assert manifest["files"] == {n: hashlib.sha256((tiny_checkpoint / n).read_bytes()).hexdigest() for n in names}
+    assert read_manifest(tmp_path / "manifests" / "pythia-tiny" / "128.json") == manifest
+    verify_manifest(manifest)
+
+    blob = (snapshot / "model.safetensors").resolve()  # corrupt the content, as a bad disk would
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError) as caught:
+        verify_manifest(manifest)
+    message = str(caught.value)
+    assert "pythia-tiny" in message and "step128" in message and "model.safetensors" in message
+    assert "sha256" in message
+
+
+def test_download_by_commit_hash_offline(tmp_path, offline, tiny_checkpoint):
+    names = ["config.json", "model.safetensors"]
+    snapshot = lay_out_cache(tmp_path, {n: tiny_checkpoint / n for n in names}, refs=())
+    assert download_checkpoint(REPO, COMMIT, cache_dir=tmp_path) == snapshot
+
+
+def test_download_falls_back_to_bin(tmp_path, offline, tiny_checkpoint):
+    names = ["config.json", "pytorch_model.bin"]
+    snapshot = lay_out_cache(tmp_path, {n: tiny_checkpoint / n for n in names})
+    path = download_checkpoint(REPO, "step128", cache_dir=tmp_path)
+    assert path == snapshot
+    assert sorted(file_digests(path)) == names
+
+
+def test_revision_not_in_cache_fails_fast_with_hub_message(tmp_path, offline, tiny_checkpoint):
+    lay_out_cache(tmp_path, {"config.json": tiny_checkpoint / "config.json"})
+    start = time.monotonic()
+    with pytest.raises(CheckpointError) as caught:
+        download_checkpoint(REPO, "step256", cache_dir=tmp_path, model="pythia-tiny", backoff_s=5)
+    assert time.monotonic() - start < 2  # no retries: a missing revision does not appear by waiting
+    error = caught.value
+    assert (error.model, error.revision, error.file) == ("pythia-tiny", "step256", REPO)
+    message = str(error)
+    assert "Cannot find an appropriate cached snapshot folder" in message  # the hub's own text
+    assert "HF_HUB_OFFLINE" in message
+
+
+def test_incomplete_snapshot_offline_fails_fast(tmp_path, offline, tiny_checkpoint):
+    # An interrupted download leaves the tree listing (trees/<commit>.json) and some files;
+    # huggingface_hub then refuses the partial snapshot offline, and so must we.
+    snapshot = lay_out_cache(tmp_path, {"config.json": tiny_checkpoint / "config.json"})
+    tree = {"format_version": 1, "files": {
+        "config.json": {"size": 1, "blob_id": "0" * 40},
+        "model.safetensors": {"size": 1, "blob_id": "1" * 40, "lfs_sha256": "2" * 64, "lfs_size": 1},
+    }}
+    (snapshot.parent.parent / "trees").mkdir()
+    (snapshot.parent.parent / "trees" / f"{COMMIT}.json").write_text(json.dumps(tree))
+    start = time.monotonic()
+    with pytest.raises(CheckpointError, match="IncompleteSnapshotError.*model.safetensors"):
+        download_checkpoint(REPO, "step128", cache_dir=tmp_path, backoff_s=5)
+    assert time.monotonic() - start < 2
+
+
+def test_snapshot_without_weights_is_an_error(tmp_path, offline, tiny_checkpoint):
+    lay_out_cache(tmp_path, {"config.json": tiny_checkpoint / "config.json"})
+    with pytest.raises(CheckpointError, match="no weights"):
+        download_checkpoint(REPO, "step128", cache_dir=tmp_path, model="pythia-tiny")
+
+
+# -- retries ----------------------------------------------------------------------------------
+
+
+def test_unreachable_hub_is_retried_then_reported(tmp_path, monkeypatch, caplog):
+    # A real connection failure, not a mock: point huggingface_hub at a local port nobody
+    # listens on. ENDPOINT, like HF_HUB_OFFLINE, is read from the environment at import.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+
+    with caplog.at_level(logging.WARNING, logger="crosslayer.checkpoints"):
+        with pytest.raises(CheckpointError) as caught:
+            download_checkpoint(REPO, "step128", cache_dir=tmp_path, model="m", attempts=3, backoff_s=0.01)
+    retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
+    assert len(retries) == 2  # 3 attempts, 2 waits
+    message = str(caught.value)
+    assert "ConnectError" in message and "could not be reached in 3 attempts" in message
+
+
+def _http_error(cls, status):
+    response = httpx2.Response(status, request=httpx2.Request("GET", "https://huggingface.co/api/models/a/b"))
+    return cls(f"{status} error", response=response)
+
+
+def _chained(error, cause):
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (httpx2.ConnectError("refused"), True),
+        (httpx2.ReadTimeout("slow"), True),
+        (_http_error(HfHubHTTPError, 503), True),
+        (_http_error(HfHubHTTPError, 429), True),
+        (_http_error(HfHubHTTPError, 401), False),
+        (_http_error(HfHubHTTPError, 403), False),
+        (_http_error(RepositoryNotFoundError, 404), False),
+        (_http_error(GatedRepoError, 403), False),
+        (_http_error(RevisionNotFoundError, 404), False),
+        (_http_error(RemoteEntryNotFoundError, 404), False),
+        (OfflineModeIsEnabled("offline"), False),
+        # snapshot_download's LocalEntryNotFoundError: retried only when the hub was unreachable
+        (_chained(LocalEntryNotFoundError("not cached"), httpx2.ConnectError("refused")), True),
+        (_chained(LocalEntryNotFoundError("not cached"), OfflineModeIsEnabled("offline")), False),
+        (LocalEntryNotFoundError("local_files_only"), False),
+        (ValueError("a bug"), False),
+    ],
+)
+def test_which_hub_errors_are_transient(error, transient):
+    assert _is_transient(error) is transient
+
+
+
+def test_retries_transient_errors_then_succeeds():
+    calls = []
+
+    def flaky():
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise ConnectionError("connection reset by peer")
+        return "done"
+
+    assert _with_retries(flaky, attempts=5, backoff_s=0.01) == "done"
+    assert len(calls) == 3
+    assert calls[2] - calls[1] >= 0.02 > 0  # the second wait is twice the first (0.01 * 2**1)
+
+
+def test_gives_up_after_attempts():
+    calls = []
+
+    def down():
+        calls.append(1)
+        raise TimeoutError("read timed out")
+
+    with pytest.raises(TimeoutError):
+        _with_retries(down, attempts=3, backoff_s=0.01)
+    assert len(calls) == 3
+
+
+def test_non_transient_errors_are_not_retried():
+    calls = []
+
+    def broken():
+        calls.append(1)
+        raise ValueError("not a network problem")
+
+    with pytest.raises(ValueError):
+        _with_retries(broken, attempts=5, backoff_s=10)
+    assert len(calls) == 1
+
+
+def test_retry_predicate_decides():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 2:
+            raise KeyError("transient here")
+        return len(calls)
+
+    assert _with_retries(flaky, attempts=2, backoff_s=0, retry_on=lambda e: isinstance(e, KeyError)) == 2
+
+
+# -- resolve_checkpoints ------------------------------------------------------------------------
+
+
+def test_resolve_template_form():
+    cfg = {"repo": "EleutherAI/pythia-410m", "revision": "step{step}", "steps": [128, 0, "1000"]}
+    assert resolve_checkpoints(cfg) == {
+        0: {"repo": "EleutherAI/pythia-410m", "revision": "step0"},
+        128: {"repo": "EleutherAI/pythia-410m", "revision": "step128"},
+        1000: {"repo": "EleutherAI/pythia-410m", "revision": "step1000"},
+    }
+
+
+def test_resolve_template_with_format_spec():
+    cfg = {"repo": "a/b", "revision": "iter_{step:07d}", "steps": [5]}
+    assert resolve_checkpoints(cfg) == {5: {"repo": "a/b", "revision": "iter_0000005"}}
+
+
+def test_resolve_explicit_form_with_yaml_string_keys():
+    cfg = {"checkpoints": {
+        "50000": "PY007/TinyLlama-1.1B-step-50K-105b@main",
+        240000: "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b",
+        "1": "org/name@v1.0",
+    }}
+    assert resolve_checkpoints(cfg) == {
+        1: {"repo": "org/name", "revision": "v1.0"},
+        50000: {"repo": "PY007/TinyLlama-1.1B-step-50K-105b", "revision": "main"},
+        240000: {"repo": "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b", "revision": "main"},
+    }
+    assert list(resolve_checkpoints(cfg)) == [1, 50000, 240000]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [
+        ({"revision": "step{step}", "steps": [0]}, "'repo'"),
+        ({"repo": "a/b", "steps": [0]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{step}"}, "'steps'"),
+        ({}, "'repo'"),
+        ({"repo": "a/b", "revision": "main", "steps": [0, 1]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{stp}", "steps": [0]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{step}", "steps": ["x"]}, "'steps'"),
+        ({"repo": "a/b", "revision": "step{step}", "steps": 128}, "'steps'"),
+        ({"checkpoints": {}}, "'checkpoints'"),
+        ({"checkpoints": {"ten": "a/b@main"}}, "'checkpoints.ten'"),
+        ({"checkpoints": {10: "@main"}}, "'checkpoints.10'"),
+        ({"checkpoints": {10: "a/b", "10": "a/c"}}, "'checkpoints.10'"),
+    ],
+)
+def test_resolve_rejects_incomplete_config(cfg, key):
+    with pytest.raises(ValueError, match=key):
+        resolve_checkpoints(cfg)
+
+
+# -- local and train sources ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", ["local", "train"])
+def test_manifest_for_local_and_train(tmp_path, tiny_checkpoint, source):
+    out = tmp_path / "manifests" / f"{source}.json"
+    manifest = write_manifest(out, model="tiny", step="64", source=source, checkpoint_dir=tiny_checkpoint)
+    assert manifest == read_manifest(out)
+    assert manifest["source"] == source and manifest["step"] == 64
+    assert manifest["path"] == str(tiny_checkpoint.resolve())
+    assert manifest["repo"] is manifest["revision"] is manifest["commit"] is None
+    assert list(manifest["files"]) == sorted(p.name for p in tiny_checkpoint.iterdir())
+    verify_manifest(manifest)
+
+    (tiny_checkpoint / "generation_config.json").rename(tmp_path / "moved")
+    try:
+        with pytest.raises(CheckpointError, match="'tiny'.*generation_config.json.*missing"):
+            verify_manifest(manifest)
+    finally:
+        (tmp_path / "moved").rename(tiny_checkpoint / "generation_config.json")
+
+
+def test_missing_config_leaves_no_manifest(tmp_path):
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"weights")
+    out = tmp_path / "manifests" / "m.json"
+    with pytest.raises(CheckpointError, match="config.json") as caught:
+        write_manifest(out, model="tiny", step=0, source="train", checkpoint_dir=checkpoint)
+    assert caught.value.model == "tiny"
+    assert not out.exists()
+    assert not (tmp_path / "manifests").exists() or not any((tmp_path / "manifests").iterdir())
+
+
+def test_failed_write_keeps_previous_manifest(tmp_path, tiny_checkpoint):
+    out = tmp_path / "m.json"
+    old = write_manifest(out, model="tiny", step=0, source="local", checkpoint_dir=tiny_checkpoint)
+    with pytest.raises(TypeError):  # not JSON-serialisable: fails halfway through the dump
+        write_manifest(out, model="tiny", step=0, source="local", checkpoint_dir=tiny_checkpoint, repo=object())
+    assert read_manifest(out) == old
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no temp file left
+
+
+def test_unknown_source_is_rejected(tmp_path, tiny_checkpoint):
+    with pytest.raises(ValueError, match="source"):
+        write_manifest(tmp_path / "m.json", model="tiny", step=0, source="s3", checkpoint_dir=tiny_checkpoint)

@@ -1,0 +1,426 @@
+"""Checkpoints: which ones a model has, fetching them from the hub, and their manifests.
+
+A checkpoint comes from one of three sources:
+
+``hub``
+    A snapshot of ``repo@revision`` in the huggingface_hub cache (:func:`download_checkpoint`).
+``local``
+    An existing directory holding a saved checkpoint.
+``train``
+    A directory the workflow's own training step wrote with ``save_pretrained``.
+
+Whatever the source, a checkpoint is described by a JSON manifest (:func:`write_manifest`)
+that records where it is and the sha256 of every file, so downstream steps read the manifest
+rather than guessing paths, and can check that the files have not changed since
+(:func:`verify_manifest`).
+"""
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import snapshot_download
+from huggingface_hub.errors import (
+    DisabledRepoError,
+    EntryNotFoundError,
+    GatedRepoError,
+    HfHubHTTPError,
+    HFValidationError,
+    LocalEntryNotFoundError,
+    OfflineModeIsEnabled,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
+
+from crosslayer.errors import CheckpointError
+
+__all__ = [
+    "BIN_PATTERNS",
+    "SOURCES",
+    "WEIGHT_PATTERNS",
+    "download_checkpoint",
+    "file_digests",
+    "read_manifest",
+    "resolve_checkpoints",
+    "verify_manifest",
+    "write_manifest",
+]
+
+log = logging.getLogger(__name__)
+
+#: Files fetched from the hub: the config and the safetensors weights (single file or shards).
+WEIGHT_PATTERNS = ["config.json", "model*.safetensors", "model.safetensors.index.json"]
+#: Fallback for checkpoints published only as PyTorch pickles.
+BIN_PATTERNS = ["config.json", "pytorch_model*.bin", "pytorch_model.bin.index.json"]
+SOURCES = ("hub", "local", "train")
+
+# The same transport errors huggingface_hub's own http_backoff retries (its client is httpx2).
+_TRANSIENT_NETWORK = (
+    httpx2.TimeoutException,
+    httpx2.NetworkError,
+    httpx2.RemoteProtocolError,
+    ConnectionError,
+    TimeoutError,
+)
+_TRANSIENT_STATUS = (408, 429)
+
+
+def resolve_checkpoints(model_cfg):
+    """Map each training step of a hub model to the repo and revision holding it.
+
+    Parameters
+    ----------
+    model_cfg : dict
+        One model's entry of the workflow config, in either form:
+
+        ``{"repo": "EleutherAI/pythia-410m", "revision": "step{step}", "steps": [0, 128]}``
+            One repo; ``revision`` is a :meth:`str.format` template filled with ``step``.
+        ``{"checkpoints": {50000: "PY007/TinyLlama-1.1B-step-50K-105b@main"}}``
+            An explicit ``"repo@revision"`` per step; the revision defaults to ``"main"``.
+
+        Steps may be given as strings (YAML mapping keys): they are converted to ``int``.
+
+    Returns
+    -------
+    dict[int, dict]
+        ``{step: {"repo": str, "revision": str}}``, sorted by step.
+
+    Raises
+    ------
+    ValueError
+        If neither form is complete; the message names the missing or malformed key.
+    """
+    if "checkpoints" in model_cfg:
+        entries = model_cfg["checkpoints"]
+        if not isinstance(entries, dict) or not entries:
+            raise ValueError("model config key 'checkpoints' must map steps to 'repo@revision' strings")
+        resolved = {}
+        for key, spec in entries.items():
+            where = f"checkpoints.{key}"
+            repo, _, revision = str(spec).partition("@")
+            if not repo.strip():
+                raise ValueError(f"model config key {where!r} has no repo: {spec!r}")
+            _add(resolved, _step(key, where), where, repo.strip(), revision.strip() or "main")
+        return dict(sorted(resolved.items()))
+
+    missing = [key for key in ("repo", "revision", "steps") if not model_cfg.get(key)]
+    if missing:
+        raise ValueError(
+            f"model config lacks key {missing[0]!r}: give either 'repo', 'revision' (a template such as "
+            "'step{step}') and 'steps', or 'checkpoints' mapping each step to 'repo@revision'"
+        )
+    template, steps = model_cfg["revision"], model_cfg["steps"]
+    if not isinstance(steps, (list, tuple)):
+        raise ValueError(f"model config key 'steps' must be a list of steps, not {steps!r}")
+    resolved = {}
+    for value in steps:
+        step = _step(value, "steps")
+        try:
+            revision = template.format(step=step)
+        except (KeyError, IndexError, ValueError) as error:
+            message = f"model config key 'revision' ({template!r}) is not a {{step}} template: {error}"
+            raise ValueError(message) from None
+        _add(resolved, step, "steps", model_cfg["repo"], revision)
+    if len({entry["revision"] for entry in resolved.values()}) < len(resolved):
+        # A template without {step} would silently give every step the same weights.
+        raise ValueError(f"model config key 'revision' ({template!r}) gives several steps the same revision")
+    return dict(sorted(resolved.items()))
+
+
+def _step(value, key):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"model config key {key!r}: step {value!r} is not an integer") from None
+
+
+def _add(resolved, step, key, repo, revision):
+    if step in resolved:
+        raise ValueError(f"model config key {key!r}: step {step} is given twice")
+    resolved[step] = {"repo": repo, "revision": revision}
+
+
+def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, backoff_s=2.0, token=None):
+    """Fetch the config and weights of ``repo@revision`` into the huggingface_hub cache.
+
+    Safetensors weights are preferred; a snapshot without them is fetched again with
+    :data:`BIN_PATTERNS`. Interrupted downloads resume (huggingface_hub keeps partial files
+    in its cache), and with ``HF_HUB_OFFLINE=1`` a cached snapshot is resolved without network.
+
+    Parameters
+    ----------
+    repo : str
+        Hub repo id, e.g. ``"EleutherAI/pythia-410m"``.
+    revision : str
+        Branch, tag or commit hash, e.g. ``"step128"``.
+    cache_dir : str or Path
+        huggingface_hub cache directory.
+    model : str, optional
+        The model's name in the workflow config, for error messages.
+    attempts : int
+        Tries in all for transient failures (network errors, timeouts, 408/429/5xx).
+    backoff_s : float
+        Wait ``backoff_s * 2**i`` seconds after the ``i``-th failed try.
+    token : str, optional
+        Hub token; by default huggingface_hub uses ``HF_TOKEN`` or the stored login.
+
+    Returns
+    -------
+    Path
+        The snapshot directory ``<cache>/models--org--name/snapshots/<commit>``; its name is
+        the resolved commit hash.
+
+    Raises
+    ------
+    CheckpointError
+        At once when the repo, revision or file does not exist, access is denied, or the
+        revision is not cached while offline; after ``attempts`` tries for transient errors.
+    """
+
+    def fetch(patterns):
+        path = snapshot_download(
+            repo_id=repo, revision=revision, cache_dir=cache_dir, allow_patterns=patterns, token=token
+        )
+        return Path(path)
+
+    try:
+        snapshot = _with_retries(lambda: fetch(WEIGHT_PATTERNS), attempts=attempts, backoff_s=backoff_s)
+        if not any(snapshot.glob("model*.safetensors")):
+            log.info("%s@%s has no safetensors weights: fetching pytorch_model*.bin", repo, revision)
+            snapshot = _with_retries(lambda: fetch(BIN_PATTERNS), attempts=attempts, backoff_s=backoff_s)
+    except Exception as error:
+        advice = _advice(error, cache_dir=cache_dir, attempts=attempts)
+        if advice is None:
+            raise  # not a hub error: a bug, let it show as such
+        raise CheckpointError(
+            f"{type(error).__name__}: {error}\n{advice}", model=model, revision=revision, file=repo
+        ) from error
+
+    if not (snapshot / "config.json").is_file():
+        raise CheckpointError(f"no config.json in {snapshot}", model=model, revision=revision, file=repo)
+    if not any(snapshot.glob("model*.safetensors")) and not any(snapshot.glob("pytorch_model*.bin")):
+        raise CheckpointError(
+            f"no weights (model*.safetensors or pytorch_model*.bin) in {snapshot}",
+            model=model, revision=revision, file=repo,
+        )
+    return snapshot
+
+
+def _with_retries(fn, *, attempts, backoff_s, retry_on=None):
+    """Call ``fn()``, retrying with exponential backoff while its error is transient.
+
+    Parameters
+    ----------
+    fn : callable
+        Called with no arguments; its return value is returned.
+    attempts : int
+        Calls in all (at least 1).
+    backoff_s : float
+        Sleep ``backoff_s * 2**i`` seconds after the ``i``-th failure (``i`` from 0).
+    retry_on : callable, optional
+        ``retry_on(error) -> bool``: whether an exception is worth another try.
+        Defaults to :func:`_is_transient`.
+
+    Raises
+    ------
+    Exception
+        The first non-transient error, or the last error once the attempts are used up.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, not {attempts}")
+    retry_on = retry_on or _is_transient
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as error:
+            if i == attempts - 1 or not retry_on(error):
+                raise
+            delay = backoff_s * 2**i
+            log.warning("attempt %d/%d failed (%s: %s); retrying in %.3g s", i + 1, attempts,
+                        type(error).__name__, error, delay)
+            time.sleep(delay)
+
+
+def _is_transient(error):
+    """Whether a hub error may go away by itself (network trouble, rate limit, server error)."""
+    if isinstance(error, LocalEntryNotFoundError):
+        # snapshot_download raises this both when offline (final) and when the hub could
+        # not be reached (worth retrying); the chained cause tells which.
+        cause = error.__cause__
+        return cause is not None and _is_transient(cause)
+    if isinstance(error, (OfflineModeIsEnabled, RepositoryNotFoundError, RevisionNotFoundError,
+                          EntryNotFoundError, DisabledRepoError)):
+        return False
+    if isinstance(error, HfHubHTTPError):
+        status = getattr(error.response, "status_code", None)
+        return status is None or status in _TRANSIENT_STATUS or status >= 500
+    return isinstance(error, _TRANSIENT_NETWORK)
+
+
+def _advice(error, *, cache_dir, attempts):
+    """What to do about a failed download, or None when ``error`` is not a hub error."""
+    if _is_transient(error):
+        return f"The hub could not be reached in {attempts} attempts: check the network and rerun (downloads resume)."
+    if isinstance(error, GatedRepoError):
+        return "The repo is gated: accept its terms on the hub and set HF_TOKEN to a token with access."
+    if isinstance(error, RepositoryNotFoundError):
+        return "Check the repo id; if the repo is private, set HF_TOKEN to a token with access."
+    if isinstance(error, RevisionNotFoundError):
+        return "Check the revision: it must be a branch, tag or commit of the repo."
+    if isinstance(error, LocalEntryNotFoundError):
+        return (
+            f"The revision is not (completely) in the cache {cache_dir} and the hub cannot be reached: "
+            "run the download where the hub is reachable (without HF_HUB_OFFLINE=1), then reuse that cache."
+        )
+    if isinstance(error, (EntryNotFoundError, HFValidationError, DisabledRepoError)):
+        return "Check the repo id and revision."
+    if isinstance(error, HfHubHTTPError) and getattr(error.response, "status_code", None) in (401, 403):
+        return "Access denied: set HF_TOKEN to a token with access to the repo."
+    if isinstance(error, (HfHubHTTPError, OfflineModeIsEnabled)):
+        return "The hub refused the request: check the repo id and revision, and HF_TOKEN."
+    return None
+
+
+def file_digests(directory):
+    """Sha256 of every regular file under a directory.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Checkpoint directory. Symlinks are followed (files in the huggingface_hub cache
+        are links to its ``blobs/``), so digests are of the content.
+
+    Returns
+    -------
+    dict[str, str]
+        POSIX path relative to ``directory`` -> sha256 hex digest, sorted by path.
+    """
+    directory = Path(directory)
+    digests = {}
+    for root, _, names in os.walk(directory, followlinks=True):
+        for name in names:
+            path = Path(root, name)
+            if path.is_file():
+                digests[path.relative_to(directory).as_posix()] = _sha256(path)
+    return dict(sorted(digests.items()))
+
+
+def _sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, revision=None, commit=None):
+    """Describe a checkpoint in a JSON manifest, written atomically.
+
+    Parameters
+    ----------
+    out_path : str or Path
+        Manifest file to write; its directory is created if needed.
+    model : str
+        The model's name in the workflow config.
+    step : int
+        Training step of the checkpoint.
+    source : {"hub", "local", "train"}
+        Where the checkpoint came from.
+    checkpoint_dir : str or Path
+        Directory holding ``config.json`` and the weights.
+    repo, revision : str, optional
+        Hub repo id and revision (for ``hub``; free for the others).
+    commit : str, optional
+        Commit hash of a hub checkpoint; defaults to the name of the snapshot directory,
+        which is the commit huggingface_hub resolved ``revision`` to.
+
+    Returns
+    -------
+    dict
+        The manifest: ``model``, ``step``, ``source``, ``path`` (absolute), ``repo``,
+        ``revision``, ``commit`` and ``files`` (see :func:`file_digests`).
+
+    Raises
+    ------
+    CheckpointError
+        If ``checkpoint_dir`` has no ``config.json``. No manifest is written then, and a
+        failure while writing leaves any previous manifest untouched.
+    """
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, not {source!r}")
+    checkpoint_dir = Path(checkpoint_dir).resolve()
+    if not (checkpoint_dir / "config.json").is_file():
+        raise CheckpointError(
+            f"no config.json in {checkpoint_dir}: not a saved checkpoint", model=model, revision=revision,
+            file=str(checkpoint_dir / "config.json"),
+        )
+    if source == "hub" and commit is None:
+        commit = checkpoint_dir.name
+    manifest = {
+        "model": model,
+        "step": int(step),
+        "source": source,
+        "path": str(checkpoint_dir),
+        "repo": repo,
+        "revision": revision,
+        "commit": commit,
+        "files": file_digests(checkpoint_dir),
+    }
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    # A temp file in the same directory, then os.replace: readers (and Snakemake) see either
+    # the old manifest or the complete new one, never half a file.
+    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return manifest
+
+
+def read_manifest(path):
+    """Read a manifest written by :func:`write_manifest`.
+
+    Raises
+    ------
+    CheckpointError
+        If the file is missing or not valid JSON.
+    """
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
+
+
+def verify_manifest(manifest):
+    """Check that a checkpoint's files still have the digests its manifest recorded.
+
+    Files added to the directory since are not checked.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the model, revision and the first file that is missing or whose sha256
+        changed.
+    """
+    root = Path(manifest["path"])
+    for name, expected in manifest["files"].items():
+        path = root / name
+        context = dict(model=manifest.get("model"), revision=manifest.get("revision"), file=str(path))
+        if not path.is_file():
+            raise CheckpointError("missing: the checkpoint changed since its manifest was written", **context)
+        found = _sha256(path)
+        if found != expected:
+            raise CheckpointError(
+                f"sha256 is {found}, the manifest recorded {expected}: the file changed since the "
+                "manifest was written (re-download or re-save the checkpoint)",
+                **context,
+            )
