@@ -5,12 +5,11 @@ import pytest
 import torch
 from scipy.stats import ortho_group, pearsonr
 
-from crosslayer.alignment import (
+from crosslayer.alignment import checkpoint_alignment, mlp_product
+from crosslayer.alignment_summary import (
     adjacent_overlap,
     cascade_statistics,
-    checkpoint_alignment,
     first_peak_step,
-    mlp_product,
     overlap_at_distance,
     table1_metrics,
 )
@@ -139,7 +138,7 @@ def test_checkpoint_alignment_recovers_shared_subspace_and_matches_direct_svd():
     assert np.all(result["overlap_right"][np.triu_indices(L, 1)] < 0.8)  # random input spaces
     assert np.allclose(np.diag(result["overlap_right"]), 1.0, atol=1e-5)
     up, down = layers[1]
-    U, s, V = top_singular_subspaces((down @ up).double(), k, method="full")
+    U, s, V = top_singular_subspaces((down @ up).double().numpy(), k, method="full")
     assert subspace_overlap(result["left"][1], U) > 0.9999 and subspace_overlap(result["right"][1], V) > 0.9999
     # the cross overlap pairs layer i's write space with layer j's read space
     assert result["overlap_cross"][0, 2] == pytest.approx(subspace_overlap(result["left"][0], result["right"][2]), abs=1e-6)

@@ -34,7 +34,6 @@ from crosslayer.checkpoints import (
     download_checkpoint,
     file_digests,
     read_manifest,
-    resolve_checkpoints,
     verify_manifest,
     write_manifest,
 )
@@ -280,59 +279,6 @@ def test_retry_predicate_decides():
         return len(calls)
 
     assert _with_retries(flaky, attempts=2, backoff_s=0, retry_on=lambda e: isinstance(e, KeyError)) == 2
-
-
-# -- resolve_checkpoints ------------------------------------------------------------------------
-
-
-def test_resolve_template_form():
-    cfg = {"repo": "EleutherAI/pythia-410m", "revision": "step{step}", "steps": [128, 0, "1000"]}
-    assert resolve_checkpoints(cfg) == {
-        0: {"repo": "EleutherAI/pythia-410m", "revision": "step0"},
-        128: {"repo": "EleutherAI/pythia-410m", "revision": "step128"},
-        1000: {"repo": "EleutherAI/pythia-410m", "revision": "step1000"},
-    }
-
-
-def test_resolve_template_with_format_spec():
-    cfg = {"repo": "a/b", "revision": "iter_{step:07d}", "steps": [5]}
-    assert resolve_checkpoints(cfg) == {5: {"repo": "a/b", "revision": "iter_0000005"}}
-
-
-def test_resolve_explicit_form_with_yaml_string_keys():
-    cfg = {"checkpoints": {
-        "50000": "PY007/TinyLlama-1.1B-step-50K-105b@main",
-        240000: "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b",
-        "1": "org/name@v1.0",
-    }}
-    assert resolve_checkpoints(cfg) == {
-        1: {"repo": "org/name", "revision": "v1.0"},
-        50000: {"repo": "PY007/TinyLlama-1.1B-step-50K-105b", "revision": "main"},
-        240000: {"repo": "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b", "revision": "main"},
-    }
-    assert list(resolve_checkpoints(cfg)) == [1, 50000, 240000]
-
-
-@pytest.mark.parametrize(
-    ("cfg", "key"),
-    [
-        ({"revision": "step{step}", "steps": [0]}, "'repo'"),
-        ({"repo": "a/b", "steps": [0]}, "'revision'"),
-        ({"repo": "a/b", "revision": "step{step}"}, "'steps'"),
-        ({}, "'repo'"),
-        ({"repo": "a/b", "revision": "main", "steps": [0, 1]}, "'revision'"),
-        ({"repo": "a/b", "revision": "step{stp}", "steps": [0]}, "'revision'"),
-        ({"repo": "a/b", "revision": "step{step}", "steps": ["x"]}, "'steps'"),
-        ({"repo": "a/b", "revision": "step{step}", "steps": 128}, "'steps'"),
-        ({"checkpoints": {}}, "'checkpoints'"),
-        ({"checkpoints": {"ten": "a/b@main"}}, "'checkpoints.ten'"),
-        ({"checkpoints": {10: "@main"}}, "'checkpoints.10'"),
-        ({"checkpoints": {10: "a/b", "10": "a/c"}}, "'checkpoints.10'"),
-    ],
-)
-def test_resolve_rejects_incomplete_config(cfg, key):
-    with pytest.raises(ValueError, match=key):
-        resolve_checkpoints(cfg)
 
 
 # -- local and train sources ----------------------------------------------------------------

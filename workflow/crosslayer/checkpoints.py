@@ -46,7 +46,6 @@ __all__ = [
     "download_checkpoint",
     "file_digests",
     "read_manifest",
-    "resolve_checkpoints",
     "verify_manifest",
     "write_manifest",
 ]
@@ -68,81 +67,6 @@ _TRANSIENT_NETWORK = (
     TimeoutError,
 )
 _TRANSIENT_STATUS = (408, 429)
-
-
-def resolve_checkpoints(model_cfg):
-    """Map each training step of a hub model to the repo and revision holding it.
-
-    Parameters
-    ----------
-    model_cfg : dict
-        One model's entry of the workflow config, in either form:
-
-        ``{"repo": "EleutherAI/pythia-410m", "revision": "step{step}", "steps": [0, 128]}``
-            One repo; ``revision`` is a :meth:`str.format` template filled with ``step``.
-        ``{"checkpoints": {50000: "PY007/TinyLlama-1.1B-step-50K-105b@main"}}``
-            An explicit ``"repo@revision"`` per step; the revision defaults to ``"main"``.
-
-        Steps may be given as strings (YAML mapping keys): they are converted to ``int``.
-
-    Returns
-    -------
-    dict[int, dict]
-        ``{step: {"repo": str, "revision": str}}``, sorted by step.
-
-    Raises
-    ------
-    ValueError
-        If neither form is complete; the message names the missing or malformed key.
-    """
-    if "checkpoints" in model_cfg:
-        entries = model_cfg["checkpoints"]
-        if not isinstance(entries, dict) or not entries:
-            raise ValueError("model config key 'checkpoints' must map steps to 'repo@revision' strings")
-        resolved = {}
-        for key, spec in entries.items():
-            where = f"checkpoints.{key}"
-            repo, _, revision = str(spec).partition("@")
-            if not repo.strip():
-                raise ValueError(f"model config key {where!r} has no repo: {spec!r}")
-            _add(resolved, _step(key, where), where, repo.strip(), revision.strip() or "main")
-        return dict(sorted(resolved.items()))
-
-    missing = [key for key in ("repo", "revision", "steps") if not model_cfg.get(key)]
-    if missing:
-        raise ValueError(
-            f"model config lacks key {missing[0]!r}: give either 'repo', 'revision' (a template such as "
-            "'step{step}') and 'steps', or 'checkpoints' mapping each step to 'repo@revision'"
-        )
-    template, steps = model_cfg["revision"], model_cfg["steps"]
-    if not isinstance(steps, (list, tuple)):
-        raise ValueError(f"model config key 'steps' must be a list of steps, not {steps!r}")
-    resolved = {}
-    for value in steps:
-        step = _step(value, "steps")
-        try:
-            revision = template.format(step=step)
-        except (KeyError, IndexError, ValueError) as error:
-            message = f"model config key 'revision' ({template!r}) is not a {{step}} template: {error}"
-            raise ValueError(message) from None
-        _add(resolved, step, "steps", model_cfg["repo"], revision)
-    if len({entry["revision"] for entry in resolved.values()}) < len(resolved):
-        # A template without {step} would silently give every step the same weights.
-        raise ValueError(f"model config key 'revision' ({template!r}) gives several steps the same revision")
-    return dict(sorted(resolved.items()))
-
-
-def _step(value, key):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"model config key {key!r}: step {value!r} is not an integer") from None
-
-
-def _add(resolved, step, key, repo, revision):
-    if step in resolved:
-        raise ValueError(f"model config key {key!r}: step {step} is given twice")
-    resolved[step] = {"repo": repo, "revision": revision}
 
 
 def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, backoff_s=2.0, token=None):

@@ -5,7 +5,6 @@ k-dimensional subspaces, a float (or array of floats) in [0, 1].
 """
 
 import numpy as np
-import torch
 from scipy.sparse.linalg import svds
 
 __all__ = [
@@ -85,19 +84,18 @@ def pairwise_overlap(bases_a, bases_b=None):
 
 
 def top_singular_subspaces(M, k, *, method="arpack", seed=0):
-    """Top-k left and right singular vectors of a square or rectangular matrix.
+    """Top-k left and right singular vectors of a matrix, in float64.
 
     Parameters
     ----------
-    M : (m, n) torch.Tensor or array_like
-        The matrix. With ``method="full"`` a tensor stays on its device (CUDA when present).
+    M : (m, n) array_like
     k : int
         Number of singular vectors, ``1 <= k < min(m, n)``.
     method : {"arpack", "full"}, default="arpack"
-        ``"arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.svds``) in float64 on
-        the CPU, converged to machine precision (``tol=0``), seeded start vector. It needs only
-        products with ``M`` and is exact to rounding, unlike randomized top-k SVD, which misses
-        the top subspace on flat spectra. ``"full"``: the complete SVD (``torch.linalg.svd``).
+        ``"arpack"``: implicitly restarted Lanczos (``scipy.sparse.linalg.svds``) converged to
+        machine precision (``tol=0``) from a seeded start vector. It needs only products with
+        ``M`` and is exact to rounding, unlike randomized top-k SVD, which misses the top
+        subspace on flat spectra. ``"full"``: the complete SVD (LAPACK ``gesdd``).
     seed : int, default=0
         Seeds ARPACK's start vector so results are reproducible.
 
@@ -112,18 +110,15 @@ def top_singular_subspaces(M, k, *, method="arpack", seed=0):
     """
     if method not in SVD_METHODS:
         raise ValueError(f"`method` must be one of {SVD_METHODS}, got {method!r}")
-    if not torch.is_tensor(M):
-        M = torch.as_tensor(np.asarray(M))
-    if M.ndim != 2:
-        raise ValueError(f"`M` must be 2-D, got shape {tuple(M.shape)}")
-    m, n = M.shape
+    A = np.asarray(M, dtype=float)
+    if A.ndim != 2:
+        raise ValueError(f"`M` must be 2-D, got shape {A.shape}")
+    m, n = A.shape
     if not 1 <= k < min(m, n):
         raise ValueError(f"`k` must satisfy 1 <= k < min(M.shape) = {min(m, n)}, got {k}")
     if method == "full":
-        U, s, Vh = torch.linalg.svd(M, full_matrices=False)
-        U, s, V = U[:, :k], s[: k + 1], Vh[:k].mT
-        return (t.double().cpu().numpy() for t in (U, s, V))
-    A = M.detach().double().cpu().numpy()
+        U, s, Vh = np.linalg.svd(A, full_matrices=False)
+        return U[:, :k], s[: k + 1], Vh[:k].T
     # k + 1 triplets: the last gives the spectral gap; ARPACK needs k + 1 < min(m, n).
     n_vec = min(k + 1, min(m, n) - 1)
     v0 = np.random.default_rng(seed).standard_normal(min(m, n))

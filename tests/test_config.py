@@ -1,0 +1,121 @@
+from pathlib import Path
+
+import pytest
+
+from crosslayer.config import (
+    check_config,
+    local_checkpoints,
+    model_steps,
+    reference_step,
+    resolve_checkpoints,
+    train_settings,
+)
+
+
+def config_with(**model):
+    entry = {"source": "train", "arch": "llama", "steps": [0, 10, 100], **model}
+    return {
+        "models": {"m": entry},
+        "train": {"d_model": 32, "n_heads": 4, "threads": 1},
+        "alignment": {"k": 10},
+    }
+
+
+def test_model_steps_sorted_from_either_form():
+    assert model_steps({"steps": [10, 0, 5]}) == [0, 5, 10]
+    assert model_steps({"checkpoints": {"7": "/a", 3: "/b"}}) == [3, 7]
+
+
+def test_local_checkpoints_and_train_overrides():
+    assert local_checkpoints({"checkpoints": {"7": "/ckpt/7"}}) == {7: "/ckpt/7"}
+    config = config_with(train={"n_heads": 2})
+    assert train_settings(config, "m") == {"d_model": 32, "n_heads": 2, "threads": 1}
+
+
+def test_reference_step_configured_or_middle():
+    assert reference_step({"steps": [0, 10, 100, 1000]}) == 100
+    assert reference_step({"steps": [0, 10, 100], "reference_step": 0}) == 0
+
+
+@pytest.mark.parametrize(
+    "model, top, match",
+    [
+        ({"reference_step": 7}, {}, r"models\.m\.reference_step: 7 is not one of"),
+        ({"train": {"n_heads": 5}}, {}, r"models\.m\.train\.n_heads: 5 must divide d_model = 32"),
+        ({}, {"alignment": {"k": 32}}, r"alignment\.k: 32 must be smaller than models\.m d_model"),
+        ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
+        ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
+    ],
+)
+def test_check_config_names_the_key(model, top, match):
+    config = config_with(**model)
+    entry = config["models"]["m"]
+    for key in [k for k, v in entry.items() if v is None]:
+        del entry[key]
+    config.update(top)
+    with pytest.raises(ValueError, match=match):
+        check_config(config)
+
+
+def test_check_config_accepts_the_embedded_default():
+    import yaml
+
+    with open(Path(__file__).parents[1] / "config" / "config.yaml") as f:
+        config = yaml.safe_load(f)
+    config.setdefault("alignment", {}).setdefault("k", 10)
+    check_config(config)
+
+
+# -- resolve_checkpoints ------------------------------------------------------------------------
+
+
+def test_resolve_template_form():
+    cfg = {"repo": "EleutherAI/pythia-410m", "revision": "step{step}", "steps": [128, 0, "1000"]}
+    assert resolve_checkpoints(cfg) == {
+        0: {"repo": "EleutherAI/pythia-410m", "revision": "step0"},
+        128: {"repo": "EleutherAI/pythia-410m", "revision": "step128"},
+        1000: {"repo": "EleutherAI/pythia-410m", "revision": "step1000"},
+    }
+
+
+def test_resolve_template_with_format_spec():
+    cfg = {"repo": "a/b", "revision": "iter_{step:07d}", "steps": [5]}
+    assert resolve_checkpoints(cfg) == {5: {"repo": "a/b", "revision": "iter_0000005"}}
+
+
+def test_resolve_explicit_form_with_yaml_string_keys():
+    cfg = {"checkpoints": {
+        "50000": "PY007/TinyLlama-1.1B-step-50K-105b@main",
+        240000: "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b",
+        "1": "org/name@v1.0",
+    }}
+    assert resolve_checkpoints(cfg) == {
+        1: {"repo": "org/name", "revision": "v1.0"},
+        50000: {"repo": "PY007/TinyLlama-1.1B-step-50K-105b", "revision": "main"},
+        240000: {"repo": "TinyLlama/TinyLlama-1.1B-intermediate-step-240k-503b", "revision": "main"},
+    }
+    assert list(resolve_checkpoints(cfg)) == [1, 50000, 240000]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "key"),
+    [
+        ({"revision": "step{step}", "steps": [0]}, "'repo'"),
+        ({"repo": "a/b", "steps": [0]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{step}"}, "'steps'"),
+        ({}, "'repo'"),
+        ({"repo": "a/b", "revision": "main", "steps": [0, 1]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{stp}", "steps": [0]}, "'revision'"),
+        ({"repo": "a/b", "revision": "step{step}", "steps": ["x"]}, "'steps'"),
+        ({"repo": "a/b", "revision": "step{step}", "steps": 128}, "'steps'"),
+        ({"checkpoints": {}}, "'checkpoints'"),
+        ({"checkpoints": {"ten": "a/b@main"}}, "'checkpoints.ten'"),
+        ({"checkpoints": {10: "@main"}}, "'checkpoints.10'"),
+        ({"checkpoints": {10: "a/b", "10": "a/c"}}, "'checkpoints.10'"),
+    ],
+)
+def test_resolve_rejects_incomplete_config(cfg, key):
+    with pytest.raises(ValueError, match=key):
+        resolve_checkpoints(cfg)
+
+

@@ -1,0 +1,162 @@
+# Cross-layer alignment of MLP products W_down @ W_up over training (paper 000).
+ALIGNMENT = config["alignment"]
+
+
+rule mlp_alignment:
+    input:
+        manifest="results/checkpoints/{model}/step{step}.json",
+    output:
+        npz="results/alignment/{model}/step{step}.npz",
+    log:
+        "logs/mlp_alignment/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/mlp_alignment/{model}/step{step}.tsv"
+    threads: ALIGNMENT["threads"]
+    resources:
+        gpu=get_gpu_request(ALIGNMENT["device"]),
+    params:
+        k=ALIGNMENT["k"],
+        svd_method=ALIGNMENT["svd_method"],
+        gap_tol=ALIGNMENT["gap_tol"],
+        device=ALIGNMENT["device"],
+    conda:
+        "../../envs/weights.yaml"
+    script:
+        "../scripts/mlp_alignment.py"
+
+
+rule summarize_alignment:
+    input:
+        npz=get_alignment_npz,
+    output:
+        adjacent="results/alignment/{model}/adjacent.tsv",
+        table1="results/alignment/{model}/table1.tsv",
+        cascade="results/alignment/{model}/cascade.tsv",
+        cascade_fit="results/alignment/{model}/cascade_fit.tsv",
+        baseline="results/alignment/{model}/baseline.tsv",
+    log:
+        "logs/summarize_alignment/{model}.log",
+    benchmark:
+        "benchmarks/summarize_alignment/{model}.tsv"
+    params:
+        steps=get_model_steps,
+        reference_step=get_reference_step,
+        threshold=ALIGNMENT["threshold"],
+        distances=ALIGNMENT["distances"],
+        baseline_draws=ALIGNMENT["baseline_draws"],
+        seed=ALIGNMENT["seed"],
+        peak_min_sd=ALIGNMENT["peak_min_sd"],
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/summarize_alignment.py"
+
+
+rule alignment_table:
+    input:
+        table1=expand("results/alignment/{model}/table1.tsv", model=MODELS),
+        cascade_fit=expand("results/alignment/{model}/cascade_fit.tsv", model=MODELS),
+    output:
+        table1=report(
+            "results/alignment/table1.tsv",
+            caption="../report/table1.rst",
+            category="Alignment",
+            subcategory="Tables",
+            labels={"table": "Table 1"},
+        ),
+        cascade_fit=report(
+            "results/alignment/cascade_fit.tsv",
+            caption="../report/cascade_fit.rst",
+            category="Alignment",
+            subcategory="Tables",
+            labels={"table": "backward cascade"},
+        ),
+    log:
+        "logs/alignment_table.log",
+    benchmark:
+        "benchmarks/alignment_table.tsv"
+    params:
+        models=list(MODELS),
+    conda:
+        "../../envs/analysis.yaml"
+    script:
+        "../scripts/alignment_table.py"
+
+
+rule plot_alignment:
+    input:
+        npz=get_alignment_npz,
+        adjacent=rules.summarize_alignment.output.adjacent,
+        baseline=rules.summarize_alignment.output.baseline,
+    output:
+        adjacent_mean=report(
+            "results/figures/alignment/{model}.adjacent_mean.png",
+            caption="../report/adjacent_mean.rst",
+            category="Alignment",
+            subcategory="{model}",
+            labels={"model": "{model}", "figure": "adjacent mean"},
+        ),
+        adjacent_mean_pdf="results/figures/alignment/{model}.adjacent_mean.pdf",
+        boundary_heatmap=report(
+            "results/figures/alignment/{model}.boundary_heatmap.png",
+            caption="../report/boundary_heatmap.rst",
+            category="Alignment",
+            subcategory="{model}",
+            labels={"model": "{model}", "figure": "boundary heatmap"},
+        ),
+        boundary_heatmap_pdf="results/figures/alignment/{model}.boundary_heatmap.pdf",
+        boundary_trajectories=report(
+            "results/figures/alignment/{model}.boundary_trajectories.png",
+            caption="../report/boundary_trajectories.rst",
+            category="Alignment",
+            subcategory="{model}",
+            labels={"model": "{model}", "figure": "boundary trajectories"},
+        ),
+        boundary_trajectories_pdf="results/figures/alignment/{model}.boundary_trajectories.pdf",
+        pairwise=report(
+            "results/figures/alignment/{model}.pairwise.png",
+            caption="../report/pairwise.rst",
+            category="Alignment",
+            subcategory="{model}",
+            labels={"model": "{model}", "figure": "pairwise"},
+        ),
+        pairwise_pdf="results/figures/alignment/{model}.pairwise.pdf",
+    log:
+        "logs/plot_alignment/{model}.log",
+    benchmark:
+        "benchmarks/plot_alignment/{model}.tsv"
+    params:
+        steps=get_model_steps,
+        k=ALIGNMENT["k"],
+        dpi=config["plots"]["dpi"],
+    conda:
+        "../../envs/plots.yaml"
+    script:
+        "../scripts/plot_alignment.py"
+
+
+rule plot_alignment_overview:
+    input:
+        adjacent=expand("results/alignment/{model}/adjacent.tsv", model=MODELS),
+        baseline=expand("results/alignment/{model}/baseline.tsv", model=MODELS),
+    output:
+        png=report(
+            "results/figures/alignment/adjacent_mean_all_models.png",
+            caption="../report/adjacent_mean_all_models.rst",
+            category="Alignment",
+            subcategory="All models",
+            labels={"model": "all", "figure": "adjacent mean"},
+        ),
+        pdf="results/figures/alignment/adjacent_mean_all_models.pdf",
+    log:
+        "logs/plot_alignment_overview.log",
+    benchmark:
+        "benchmarks/plot_alignment_overview.tsv"
+    params:
+        models=list(MODELS),
+        k=ALIGNMENT["k"],
+        dpi=config["plots"]["dpi"],
+    conda:
+        "../../envs/plots.yaml"
+    script:
+        "../scripts/plot_alignment_overview.py"

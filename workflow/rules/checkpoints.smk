@@ -1,0 +1,108 @@
+# Checkpoint sources. Every checkpoint, whatever its source, ends as one manifest
+# results/checkpoints/{model}/step{step}.json (path, repo, revision, commit, sha256 of each file)
+# that the analyses read.
+
+
+rule prepare_corpus:
+    output:
+        text="results/corpus/wikipedia.txt",
+        tokenizer=directory("results/corpus/tokenizer"),
+        tokens="results/corpus/tokens.npy",
+    log:
+        "logs/prepare_corpus.log",
+    benchmark:
+        "benchmarks/prepare_corpus.tsv"
+    params:
+        vocab_size=config["corpus"]["vocab_size"],
+        max_chars=config["corpus"]["max_chars"],
+    conda:
+        "../../envs/train.yaml"
+    script:
+        "../scripts/prepare_corpus.py"
+
+
+rule train_model:
+    input:
+        tokens=rules.prepare_corpus.output.tokens,
+        tokenizer=rules.prepare_corpus.output.tokenizer,
+    output:
+        run=directory("results/train/{model}"),
+    log:
+        "logs/train_model/{model}.log",
+    benchmark:
+        "benchmarks/train_model/{model}.tsv"
+    wildcard_constraints:
+        model=one_of(models_from("train")),
+    threads: get_train_threads
+    params:
+        settings=get_train_params,
+    conda:
+        "../../envs/train.yaml"
+    script:
+        "../scripts/train_model.py"
+
+
+rule register_checkpoint:
+    input:
+        checkpoint=get_checkpoint_dir,
+    output:
+        manifest="results/checkpoints/{model}/step{step}.json",
+    log:
+        "logs/register_checkpoint/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/register_checkpoint/{model}/step{step}.tsv"
+    wildcard_constraints:
+        model=one_of(models_from("train", "local")),
+    localrule: True
+    params:
+        source=get_source,
+        subdir=get_checkpoint_subdir,
+        revision=get_checkpoint_revision,
+    conda:
+        "../../envs/checkpoints.yaml"
+    script:
+        "../scripts/register_checkpoint.py"
+
+
+# Runs on the submit host (localrule): cluster compute nodes often have no internet.
+rule download_checkpoint:
+    output:
+        manifest="results/checkpoints/{model}/step{step}.json",
+    log:
+        "logs/download_checkpoint/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/download_checkpoint/{model}/step{step}.tsv"
+    wildcard_constraints:
+        model=one_of(models_from("hub")),
+    localrule: True
+    params:
+        checkpoint=get_hub_checkpoint,
+        cache_dir=config["hub"]["cache_dir"],
+        attempts=config["hub"]["attempts"],
+        backoff_s=config["hub"]["backoff_s"],
+    conda:
+        "../../envs/checkpoints.yaml"
+    script:
+        "../scripts/download_checkpoint.py"
+
+
+rule plot_training_loss:
+    input:
+        run=rules.train_model.output.run,
+    output:
+        png=report(
+            "results/figures/train/{model}.loss.png",
+            caption="../report/training_loss.rst",
+            category="Training",
+            labels={"model": "{model}", "figure": "loss"},
+        ),
+    log:
+        "logs/plot_training_loss/{model}.log",
+    benchmark:
+        "benchmarks/plot_training_loss/{model}.tsv"
+    params:
+        dpi=config["plots"]["dpi"],
+    conda:
+        "../../envs/plots.yaml"
+    script:
+        "../scripts/plot_training_loss.py"

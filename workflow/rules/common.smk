@@ -1,0 +1,102 @@
+import re
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # -> import crosslayer
+from crosslayer import config as cfg  # standard library only
+
+validate(config, schema="../../config/schema.yaml")
+try:
+    cfg.check_config(config)
+except ValueError as err:
+    raise WorkflowError(f"Invalid config: {err}") from None
+
+MODELS = config["models"]
+
+
+def models_from(*sources):
+    return [m for m, entry in MODELS.items() if entry["source"] in sources]
+
+
+def one_of(names):
+    """Wildcard regex matching exactly these names (or nothing at all)."""
+    return "|".join(re.escape(n) for n in names) or "(?!)"
+
+
+wildcard_constraints:
+    model=one_of(MODELS),
+    step=r"\d+",
+
+
+def get_steps(model):
+    return cfg.model_steps(MODELS[model])
+
+
+def get_model_steps(wildcards):
+    return get_steps(wildcards.model)
+
+
+def get_reference_step(wildcards):
+    return cfg.reference_step(MODELS[wildcards.model])
+
+
+def get_source(wildcards):
+    return MODELS[wildcards.model]["source"]
+
+
+def get_checkpoint_revision(wildcards):
+    """The revision string a manifest records (and error messages name)."""
+    entry, step = MODELS[wildcards.model], int(wildcards.step)
+    if entry["source"] == "hub":
+        return cfg.resolve_checkpoints(entry)[step]["revision"]
+    return f"step{step}"
+
+
+def get_hub_checkpoint(wildcards):
+    return cfg.resolve_checkpoints(MODELS[wildcards.model])[int(wildcards.step)]
+
+
+def get_checkpoint_dir(wildcards):
+    """Input of register_checkpoint: the trained model's run directory or a local directory."""
+    entry = MODELS[wildcards.model]
+    if entry["source"] == "train":
+        return f"results/train/{wildcards.model}"
+    return cfg.local_checkpoints(entry)[int(wildcards.step)]
+
+
+def get_checkpoint_subdir(wildcards):
+    return f"step{wildcards.step}" if MODELS[wildcards.model]["source"] == "train" else "."
+
+
+def get_train_params(wildcards):
+    settings = cfg.train_settings(config, wildcards.model)
+    settings.pop("threads")
+    return {"arch": MODELS[wildcards.model]["arch"], "save_steps": get_steps(wildcards.model), **settings}
+
+
+def get_train_threads(wildcards):
+    return cfg.train_settings(config, wildcards.model)["threads"]
+
+
+def get_alignment_npz(wildcards):
+    return expand("results/alignment/{model}/step{step}.npz", model=wildcards.model, step=get_steps(wildcards.model))
+
+
+def get_gpu_request(device):
+    return 1 if device == "cuda" else 0
+
+
+def get_final_output():
+    figures = ["adjacent_mean", "boundary_heatmap", "boundary_trajectories", "pairwise"]  # see plot_alignment
+    return [
+        "results/alignment/table1.tsv",
+        *expand("results/figures/alignment/adjacent_mean_all_models.{ext}", ext=["png", "pdf"]),
+        *expand("results/alignment/{model}/cascade.tsv", model=MODELS),
+        *expand(
+            "results/figures/alignment/{model}.{figure}.{ext}", model=MODELS, figure=figures, ext=["png", "pdf"]
+        ),
+        *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
+    ]

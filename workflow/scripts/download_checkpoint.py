@@ -1,0 +1,25 @@
+from _setup import start
+
+start(snakemake)
+
+from crosslayer.checkpoints import download_checkpoint, write_manifest
+
+model, step = snakemake.wildcards.model, int(snakemake.wildcards.step)
+repo, revision = snakemake.params.checkpoint["repo"], snakemake.params.checkpoint["revision"]
+snapshot = download_checkpoint(
+    repo,
+    revision,
+    cache_dir=snakemake.params.cache_dir,
+    model=model,
+    attempts=snakemake.params.attempts,
+    backoff_s=snakemake.params.backoff_s,
+)
+write_manifest(
+    snakemake.output.manifest,
+    model=model,
+    step=step,
+    source="hub",
+    checkpoint_dir=snapshot,
+    repo=repo,
+    revision=revision,
+)
