@@ -1,11 +1,17 @@
 # crosslayer: cross-layer geometry of transformer language models.
 # Stages: checkpoints -> weights -> alignment -> tables and figures -> report.
+from pathlib import Path
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# A --configfile (e.g. a suite) replaces the embedded default rather than merging into it,
+# so a suite never inherits the default's tiny models; --config still overrides single keys.
+if not workflow.overwrite_configfiles:
+
+    configfile: Path(workflow.basedir) / "config" / "config.yaml"
 
 
 report: "workflow/report/workflow.rst"

@@ -8,7 +8,6 @@ in offline mode.
 import hashlib
 import json
 import logging
-import os
 import socket
 import time
 
@@ -38,9 +37,8 @@ from crosslayer.checkpoints import (
     write_manifest,
 )
 from crosslayer.errors import CheckpointError
+from hub_cache import COMMIT, REPO, lay_out_cache
 
-REPO = "EleutherAI/pythia-tiny"
-COMMIT = hashlib.sha1(b"step128").hexdigest()  # any 40-hex string is a valid commit hash
 
 
 @pytest.fixture(scope="module")
@@ -64,32 +62,6 @@ def offline(monkeypatch):
     # and is_offline_mode() (checked before every HTTP request) returns that constant, so
     # setting the variable now is not enough: patch the constant too.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-
-
-def lay_out_cache(cache, files, *, repo=REPO, commit=COMMIT, refs=("step128",)):
-    """Write ``files`` (name -> source path) into a hub cache as huggingface_hub does.
-
-    ``<cache>/models--<org>--<name>/blobs/<etag>`` holds the content (etag: sha256 for LFS
-    files such as weights, git blob sha1 otherwise), ``snapshots/<commit>/<name>`` are
-    relative symlinks to the blobs, and ``refs/<revision>`` holds the commit hash with no
-    newline (snapshot_download reads it verbatim). Returns the snapshot directory.
-    """
-    storage = cache / ("models--" + repo.replace("/", "--"))
-    snapshot = storage / "snapshots" / commit
-    (storage / "blobs").mkdir(parents=True, exist_ok=True)
-    snapshot.mkdir(parents=True)
-    for name, source in files.items():
-        data = source.read_bytes()
-        if name.endswith((".safetensors", ".bin")):
-            etag = hashlib.sha256(data).hexdigest()
-        else:
-            etag = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-        (storage / "blobs" / etag).write_bytes(data)
-        (snapshot / name).symlink_to(os.path.join("..", "..", "blobs", etag))
-    (storage / "refs").mkdir(exist_ok=True)
-    for ref in refs:
-        (storage / "refs" / ref).write_text(commit)
-    return snapshot
 
 
 # -- hub source, resolved offline by huggingface_hub ----------------------------------------

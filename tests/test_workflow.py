@@ -1,0 +1,247 @@
+"""The workflow run for real by Snakemake on a reduced copy of the embedded default
+(tests/configs/tiny.yaml): content of the outputs, re-run behaviour, the report, and bad input."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForCausalLM
+
+from crosslayer.checkpoints import read_manifest, verify_manifest
+from crosslayer.subspace import pairwise_overlap, random_overlap_baseline, top_singular_subspaces
+from hub_cache import lay_out_cache
+
+pytestmark = pytest.mark.workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+
+
+def snakemake(workdir, *args, env=None, check=True):
+    """Run Snakemake in `workdir`; return the completed process (stdout and stderr merged)."""
+    result = subprocess.run(
+        [*SNAKEMAKE, "--directory", str(workdir), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=900,
+    )
+    output = result.stdout + result.stderr
+    if check and result.returncode != 0:
+        pytest.fail(f"snakemake {' '.join(args)} failed (rc={result.returncode}):\n{output[-6000:]}")
+    result.output = output
+    return result
+
+
+def planned_jobs(output):
+    """Rule -> count from a dry run's 'Job stats' table."""
+    table = output.split("Job stats:", 1)[1] if "Job stats:" in output else ""
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("tiny_run")
+    snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
+    return workdir
+
+
+def test_tables_hold_the_expected_rows_and_values(tiny_run):
+    config = yaml.safe_load(TINY.read_text())
+    steps = config["models"]["tiny-gelu"]["steps"]
+    L = config["train"]["n_layers"]
+    table1 = pd.read_csv(tiny_run / "results/alignment/table1.tsv", sep="\t")
+    assert len(table1) == 2 * len(steps) * 3  # models x steps x {left, right, cross}
+    assert set(table1["space"]) == {"left", "right", "cross"}
+    assert (table1["n_pairs"] == L * (L - 1) // 2).all()
+    assert table1["fraction_above"].between(0, 1).all()
+    assert table1[["mean_d1", "mean_d3"]].stack().between(0, 1).all()
+
+    baseline = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/baseline.tsv", sep="\t").iloc[0]
+    mean, sd = random_overlap_baseline(config["train"]["d_model"], config["alignment"]["k"], draws=200, seed=0)
+    assert baseline["mean"] == pytest.approx(mean) and baseline["sd"] == pytest.approx(sd)
+
+    adjacent = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/adjacent.tsv", sep="\t")
+    assert sorted(adjacent["step"].unique()) == steps and sorted(adjacent["boundary"].unique()) == list(range(L - 1))
+    cascade = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/cascade.tsv", sep="\t")
+    at_reference = adjacent[adjacent["step"] == 8].sort_values("boundary")["left"].to_numpy()
+    assert np.allclose(cascade["overlap_at_reference"], at_reference)
+    fit = pd.read_csv(tiny_run / "results/alignment/cascade_fit.tsv", sep="\t")
+    assert list(fit["model"]) == ["tiny-gelu", "tiny-swiglu"] and list(fit["reference_step"]) == [8, 8]
+
+
+@pytest.mark.parametrize("model, up_name, down_name", [
+    ("tiny-gelu", "mlp.dense_h_to_4h", "mlp.dense_4h_to_h"),
+    ("tiny-swiglu", "mlp.up_proj", "mlp.down_proj"),
+])
+def test_overlaps_match_an_independent_recomputation_from_the_saved_model(tiny_run, model, up_name, down_name):
+    # Independent path: transformers builds the model, full SVD in float64, overlap via pairwise_overlap.
+    manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
+    verify_manifest(manifest)
+    live = AutoModelForCausalLM.from_pretrained(manifest["path"])
+    blocks = live.base_model.layers
+    k = 3
+    lefts = []
+    for block in blocks:
+        up = block.get_submodule(up_name).weight.detach().double()
+        down = block.get_submodule(down_name).weight.detach().double()
+        lefts.append(top_singular_subspaces((down @ up).numpy(), k, method="full")[0])
+    result = np.load(tiny_run / f"results/alignment/{model}/step16.npz")
+    assert np.allclose(result["overlap_left"], pairwise_overlap(np.stack(lefts)), atol=1e-5)
+
+
+def test_training_moves_alignment_above_step_zero(tiny_run):
+    adjacent = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/adjacent.tsv", sep="\t")
+    means = adjacent.groupby("step")["left"].mean()
+    assert means[16] > means[0]
+
+
+def test_figures_are_real_images(tiny_run):
+    figures = sorted((tiny_run / "results/figures").rglob("*.png"))
+    assert len(figures) == 2 * 4 + 1 + 2  # per-model alignment figures, overview, loss curves
+    for path in figures:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+    for path in (tiny_run / "results/figures").rglob("*.pdf"):
+        assert path.read_bytes()[:5] == b"%PDF-"
+
+
+def test_unchanged_config_plans_nothing(tiny_run):
+    result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY))
+    assert planned_jobs(result.output) == {}, result.output[-3000:]
+    assert "Nothing to be done" in result.output
+
+
+def overlay(path, text):
+    """A config overlay: --configfile TINY OVERLAY merges the two (--config would pass strings)."""
+    path.write_text(text)
+    return str(path)
+
+
+def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
+    k2 = overlay(tmp_path / "k2.yaml", "alignment: {k: 2}")
+    result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), k2)
+    jobs = planned_jobs(result.output)
+    assert jobs == {
+        "mlp_alignment": 8,
+        "summarize_alignment": 2,
+        "alignment_table": 1,
+        "plot_alignment": 2,
+        "plot_alignment_overview": 1,
+        "all": 1,
+    }, result.output[-3000:]
+
+
+def test_report_is_self_contained_with_every_figure(tiny_run):
+    snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
+    html = (tiny_run / "results/report.html").read_text()
+    for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv"):
+        assert name in html
+    assert "mean cosine of their" in html  # the methods paragraph
+
+
+def write_config(path, models, **extra):
+    config = yaml.safe_load(TINY.read_text())
+    config["models"] = models
+    config.update(extra)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_hub_source_runs_offline_from_the_cache(tiny_run, tmp_path):
+    # A checkpoint the workflow trained, served through huggingface_hub's offline cache resolution.
+    step_dir = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    lay_out_cache(tmp_path / "hf_cache", {n: step_dir / n for n in ("config.json", "model.safetensors")})
+    config = write_config(
+        tmp_path / "hub.yaml",
+        {"hub-tiny": {"source": "hub", "checkpoints": {"16": "EleutherAI/pythia-tiny@step128"}}},
+        hub={"cache_dir": str(tmp_path / "hf_cache")},
+    )
+    # targets go before --configfile, which takes several files
+    snakemake(tmp_path, "results/alignment/hub-tiny/step16.npz", "--cores", "2", "--configfile", str(config),
+              env={"HF_HUB_OFFLINE": "1"})
+    manifest = json.loads((tmp_path / "results/checkpoints/hub-tiny/step16.json").read_text())
+    assert manifest["source"] == "hub" and manifest["revision"] == "step128" and len(manifest["commit"]) == 40
+    hub = np.load(tmp_path / "results/alignment/hub-tiny/step16.npz")
+    trained = np.load(tiny_run / "results/alignment/tiny-gelu/step16.npz")
+    assert np.array_equal(hub["overlap_left"], trained["overlap_left"])
+
+
+def broken_checkpoint(src, dest, *, model_type=None, nan_in=None):
+    shutil.copytree(src, dest)
+    if model_type:
+        config = json.loads((dest / "config.json").read_text())
+        config["model_type"] = model_type
+        (dest / "config.json").write_text(json.dumps(config))
+    if nan_in:
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(dest / "model.safetensors")
+        tensors[nan_in][0, 0] = float("nan")
+        save_file(tensors, dest / "model.safetensors", metadata={"format": "pt"})
+    return dest
+
+
+def test_bad_checkpoints_fail_their_jobs_with_a_clear_message_and_no_output(tiny_run, tmp_path):
+    good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    models = {
+        "unknown-type": {"source": "local", "checkpoints": {"1": str(broken_checkpoint(good, tmp_path / "a", model_type="mamba"))}},
+        "nan-weight": {"source": "local", "checkpoints": {"1": str(broken_checkpoint(
+            good, tmp_path / "b", nan_in="gpt_neox.layers.1.mlp.dense_4h_to_h.weight"))}},
+        "no-such-revision": {"source": "hub", "checkpoints": {"1": "EleutherAI/pythia-tiny@step999"}},
+    }
+    config = write_config(tmp_path / "bad.yaml", models, hub={"cache_dir": str(tmp_path / "empty_cache")})
+    targets = [f"results/alignment/{m}/step1.npz" for m in models]
+    result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config),
+                       env={"HF_HUB_OFFLINE": "1"}, check=False)
+    assert result.returncode != 0
+    logs = {m: "".join(p.read_text() for p in (tmp_path / "logs").rglob(f"{m}/step1.log")) for m in models}
+    assert "model 'unknown-type' revision 'step1'" in logs["unknown-type"] and "mamba" in logs["unknown-type"]
+    assert "gpt_neox" in logs["unknown-type"]  # the supported list
+    assert "model 'nan-weight' revision 'step1'" in logs["nan-weight"] and "layer 1" in logs["nan-weight"]
+    assert "model 'no-such-revision' revision 'step999'" in logs["no-such-revision"]
+    assert "EleutherAI/pythia-tiny" in logs["no-such-revision"]
+    for m in models:
+        assert not (tmp_path / f"results/alignment/{m}/step1.npz").exists()
+    assert not (tmp_path / "results/checkpoints/no-such-revision/step1.json").exists()
+
+
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("alignment: {svd_method: randomized}", "svd_method"),
+        ("alignment: {k: -1}", "'k'"),
+        ("plots: {dpi: 1}", "dpi"),
+        ("train: {n_heads: 3}", "models.tiny-gelu.train.n_heads"),
+        ("models: {tiny-gelu: {reference_step: 5}}", "models.tiny-gelu.reference_step"),
+    ],
+)
+def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, key):
+    bad = overlay(tmp_path / "bad.yaml", override)
+    result = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(TINY), bad, check=False)
+    assert result.returncode != 0 and key in result.output
+    assert not (tmp_path / "results").exists()
+
+
+def test_unknown_model_key_and_missing_source_fields_are_named(tmp_path):
+    config = write_config(tmp_path / "c.yaml", {"m": {"source": "hub", "steps": [0]}})
+    result = snakemake(tmp_path, "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0 and "'m'" in result.output and "repo" in result.output
+
+
+def test_paper_suite_builds_its_dag_offline(tmp_path):
+    result = snakemake(tmp_path, "-n", "--cores", "8", "--configfile", str(ROOT / "config/suites/alignment.yaml"),
+                       env={"HF_HUB_OFFLINE": "1"})
+    jobs = planned_jobs(result.output)
+    assert jobs["download_checkpoint"] == 3 * 8 + 11 + 7 + 7
+    assert jobs["mlp_alignment"] == jobs["download_checkpoint"]
+    assert jobs["plot_alignment"] == 6 and "train_model" not in jobs
