@@ -5,14 +5,8 @@ import sys
 from pathlib import Path
 
 
-def start(snakemake, *, torch_threads=False):
-    """Send stderr (tracebacks, progress bars, logging) to the job's log; optionally set torch's
-    thread count from the rule's `threads` so parallel jobs do not oversubscribe the cores."""
+def start(snakemake):
+    """Send stderr (tracebacks, progress bars, logging) to the job's log file."""
     sys.stderr = open(snakemake.log[0], "w", buffering=1)
     sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    if torch_threads:
-        import torch
-
-        torch.set_num_threads(snakemake.threads)
-        torch.set_num_interop_threads(1)

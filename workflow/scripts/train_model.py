@@ -1,6 +1,10 @@
 from _setup import start
 
-start(snakemake, torch_threads=True)
+start(snakemake)
+
+import torch
+
+torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
 
 from crosslayer.train import train_model
 

@@ -1,0 +1,99 @@
+"""Per-step conda envs stay honest: conda cannot run here, so check statically that every rule
+names an env file that exists and parses, and that every third-party module its script imports
+(directly or through the crosslayer library, followed transitively) is listed in that env.
+Snakemake's script preamble exposes the host's sys.path, so a run would not notice a gap."""
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
+# import name -> conda-forge package name, where they differ
+CONDA_NAME = {"torch": "pytorch", "yaml": "pyyaml", "matplotlib": "matplotlib-base", "httpx2": "huggingface_hub"}
+LOCAL = {"crosslayer", "_setup"}
+
+
+def rule_blocks():
+    """(rule name, {directive: first value}) for every rule in workflow/rules/*.smk."""
+    for path in RULES:
+        for match in re.finditer(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n|\n)+)", path.read_text(), re.M):
+            body = match[2]
+            directives = dict(re.findall(r"^    (\w+):\s*\n\s+\"?([^\"\n]*)\"?", body, re.M))
+            yield match[1], directives, path
+
+
+RULE_BLOCKS = list(rule_blocks())
+
+
+def test_rules_were_found():
+    names = {name for name, _, _ in RULE_BLOCKS}
+    assert {"train_model", "download_checkpoint", "mlp_alignment", "plot_alignment"} <= names
+
+
+@pytest.mark.parametrize("name, directives, path", RULE_BLOCKS, ids=[r[0] for r in RULE_BLOCKS])
+def test_rule_has_env_log_benchmark_and_script(name, directives, path):
+    for directive in ("conda", "log", "benchmark", "script"):
+        assert directive in directives, f"rule {name} in {path.name} has no {directive}:"
+    env = (path.parent / directives["conda"]).resolve()
+    assert env.is_file(), f"rule {name}: env file {env} does not exist"
+    script = (path.parent / directives["script"]).resolve()
+    assert script.is_file(), f"rule {name}: script {script} does not exist"
+
+
+def env_packages(env_file):
+    spec = yaml.safe_load(env_file.read_text())
+    assert spec["channels"] == ["conda-forge", "nodefaults"], f"{env_file.name}: use conda-forge + nodefaults"
+    packages = {}
+    for dep in spec["dependencies"]:
+        assert isinstance(dep, str) and re.fullmatch(r"[\w.-]+=[\w.]+", dep), f"{env_file.name}: pin {dep!r} with ="
+        name, version = dep.split("=")
+        packages[name] = version
+    return packages
+
+
+@pytest.mark.parametrize("env_file", sorted((ROOT / "envs").glob("*.yaml")), ids=lambda p: p.name)
+def test_env_file_parses_and_pins(env_file):
+    assert "python" in env_packages(env_file)
+
+
+def imported_modules(path, seen=None):
+    """Top-level names of every module `path` imports, following crosslayer and _setup imports."""
+    seen = set() if seen is None else seen
+    if path in seen:
+        return set()
+    seen.add(path)
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            top = module.split(".")[0]
+            names.add(top)
+            local = ROOT / "workflow" / ("scripts" if top == "_setup" else "") / (module.replace(".", "/") + ".py")
+            if top in LOCAL and local.is_file():
+                names |= imported_modules(local, seen)
+    return names
+
+
+@pytest.mark.parametrize("name, directives, path", RULE_BLOCKS, ids=[r[0] for r in RULE_BLOCKS])
+def test_every_third_party_import_is_in_the_rules_env(name, directives, path):
+    packages = env_packages((path.parent / directives["conda"]).resolve())
+    script = (path.parent / directives["script"]).resolve()
+    third_party = imported_modules(script) - LOCAL - set(sys.stdlib_module_names)
+    missing = {m for m in third_party if CONDA_NAME.get(m, m) not in packages}
+    assert not missing, f"rule {name}: {script.name} imports {sorted(missing)}, not in {directives['conda']}"
+
+
+def test_import_scan_follows_the_library():
+    # mlp_alignment.py imports only numpy and torch itself; safetensors comes through crosslayer.adapters
+    found = imported_modules(ROOT / "workflow" / "scripts" / "mlp_alignment.py")
+    assert {"numpy", "torch", "safetensors", "scipy", "transformers"} <= found
