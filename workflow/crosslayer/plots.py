@@ -5,6 +5,7 @@ import matplotlib as mpl
 import numpy as np
 
 __all__ = [
+    "format_step",
     "set_step_axis",
     "plot_adjacent_mean",
     "plot_boundary_heatmap",
@@ -17,13 +18,25 @@ __all__ = [
 SPACE_LABELS = {"left": "output space $U$", "right": "input space $V$", "cross": "$U_l$ vs $V_{l+1}$"}
 
 
-def set_step_axis(ax, steps):
+def format_step(step):
+    """Compact step label: 512, 2k, 143k, 1.43M."""
+    for scale, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if step >= scale:
+            return f"{step / scale:.3g}{suffix}"
+    return str(step)
+
+
+def set_step_axis(ax, steps, *, max_ticks=10):
     """Training steps on a log-like axis that still shows step 0 (symlog, linear below the first
-    positive step)."""
+    positive step), ticked at the checkpoints themselves when there are few."""
+    steps = sorted(steps)
     positive = [s for s in steps if s > 0]
     if positive:
         ax.set_xscale("symlog", linthresh=min(positive), linscale=0.5)
-    ax.set_xlim(min(steps), max(steps))
+    ax.set_xlim(steps[0], steps[-1])
+    if len(steps) <= max_ticks:
+        ax.set_xticks(steps, [format_step(s) for s in steps])
+        ax.minorticks_off()
     ax.set_xlabel("training step")
 
 
@@ -72,7 +85,7 @@ def plot_boundary_heatmap(ax, steps, overlap, *, vmin=0.0, vmax=None, cmap="viri
         raise ValueError(f"`overlap` must be (boundaries, {len(steps)} steps), got shape {overlap.shape}")
     B = overlap.shape[0]
     mesh = ax.pcolormesh(overlap, vmin=vmin, vmax=vmax if vmax is not None else np.nanmax(overlap), cmap=cmap)
-    ax.set_xticks(np.arange(len(steps)) + 0.5, [f"{s:,}" for s in steps], rotation=45, ha="right")
+    ax.set_xticks(np.arange(len(steps)) + 0.5, [format_step(s) for s in steps], rotation=45, ha="right")
     ax.set_yticks(np.arange(B) + 0.5, [f"{b}–{b + 1}" for b in range(B)])
     ax.set(xlabel="training step", ylabel="layer boundary")
     return mesh

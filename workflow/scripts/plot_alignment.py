@@ -14,6 +14,7 @@ import pandas as pd
 from crosslayer.alignment_summary import load_alignment
 from crosslayer.plots import (
     SPACE_LABELS,
+    format_step,
     plot_adjacent_mean,
     plot_boundary_heatmap,
     plot_boundary_trajectories,
@@ -39,7 +40,7 @@ for space in ("left", "right"):
     plot_adjacent_mean(
         ax, means.index, means[space], baseline_mean=baseline["mean"], baseline_sd=baseline["sd"], label=SPACE_LABELS[space]
     )
-ax.set_title(f"{model}: top-{k} MLP subspaces of adjacent layers (d = {baseline['d_model']})")
+ax.set_title(f"{model}: top-{k} MLP subspaces of adjacent layers (d = {int(baseline['d_model'])})")
 ax.legend(frameon=False, fontsize="small")
 save(fig, "adjacent_mean")
 
@@ -66,7 +67,7 @@ fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.5 * rows), layout="c
 vmax = max(float(data["overlap_left"][:, ~np.eye(data["overlap_left"].shape[1], dtype=bool)].max()), baseline["mean"])
 for ax, step, overlap in zip(axes.flat, steps, data["overlap_left"]):
     image = plot_overlap_matrix(ax, overlap, vmin=0.0, vmax=vmax)
-    ax.set_title(f"step {step:,}")
+    ax.set_title(f"step {format_step(step)}")
 for ax in axes.flat[len(steps) :]:
     ax.set_visible(False)
 fig.colorbar(image, ax=axes, label=f"top-{k} overlap", shrink=0.8)

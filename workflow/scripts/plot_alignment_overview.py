@@ -19,7 +19,7 @@ for ax, model, adjacent_path, baseline_path in zip(axes[0], models, snakemake.in
     means = pd.read_csv(adjacent_path, sep="\t").groupby("step")["left"].mean()
     baseline = pd.read_csv(baseline_path, sep="\t").iloc[0]
     plot_adjacent_mean(ax, means.index, means, baseline_mean=baseline["mean"], baseline_sd=baseline["sd"], label=model)
-    ax.set_title(f"{model} (d = {baseline['d_model']})")
+    ax.set_title(f"{model} (d = {int(baseline['d_model'])})")
 for ax in axes[0][1:]:
     ax.set_ylabel("")
 axes[0][0].legend(frameon=False, fontsize="small")

@@ -1,0 +1,35 @@
+# Two commands on a fresh machine (Python >= 3.11 and pip):
+#   make run    set up .venv and run the embedded default workflow end to end (offline)
+#   make test   set up .venv and run the test suite
+# A GPU machine keeps its own CUDA build of torch: torch is installed only when missing
+# (create the venv with VENV_FLAGS=--system-site-packages to reuse a system torch).
+
+PYTHON ?= python3
+VENV ?= .venv
+VENV_FLAGS ?=
+TORCH ?= torch==2.13.0
+CORES ?= all
+BIN := $(VENV)/bin
+
+.PHONY: setup run report test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+setup: $(BIN)/python
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+
+run: setup
+	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --report results/report.html
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m crosslayer.bench
+
+clean:
+	rm -rf results logs benchmarks .snakemake

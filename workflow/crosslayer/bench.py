@@ -1,0 +1,209 @@
+"""Benchmarks that print tables (run ``python -m crosslayer.bench --help``).
+
+``svd``     seconds per layer for the top-k MLP-product subspaces: forming ``W_down @ W_up``,
+            then our ARPACK top-k path (float64) vs the papers' full float32 SVD
+            (``torch.linalg.svd``), with the top-k subspace accuracy: overlap with the exact
+            float64 full-SVD subspace.
+``memory``  peak RSS of the weight analysis of a whole checkpoint, read one layer at a time,
+            for a synthetic checkpoint of a given shape (default: Pythia-1.4B's), next to the
+            one-layer formula.
+``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from crosslayer.subspace import subspace_overlap, top_singular_subspaces
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _timed(fn, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, out
+
+
+def _mlp_weights(d, d_ff, spectrum, rng):
+    """(up, down) float32 torch tensors: random init ("flat") or with a decaying spectrum."""
+    import torch
+
+    up = rng.standard_normal((d_ff, d), dtype=np.float32) / np.sqrt(d)
+    down = rng.standard_normal((d, d_ff), dtype=np.float32) / np.sqrt(d_ff)
+    if spectrum == "decaying":  # trained-like: a few strong directions on top of the bulk
+        scale = (1.0 + 20.0 * np.exp(-np.arange(d) / 8.0)).astype(np.float32)
+        down = down * scale[:, None]
+    return torch.from_numpy(up), torch.from_numpy(down)
+
+
+def bench_svd(dims=(1024, 2048), k=10, repeat=2, threads=None):
+    """Print seconds per layer: product, ARPACK top-k, full SVD; and top-k accuracy."""
+    import torch
+
+    from crosslayer.alignment import mlp_product
+
+    if threads:
+        torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    print(f"top-{k} singular subspaces of W_down @ W_up (d_ff = 4d), seconds per layer, best of {repeat}")
+    print(f"{'d':>5} {'spectrum':>9} {'product':>8} {'ours':>7} {'paper':>7} {'paper/ours':>11}"
+          f" {'ours: overlap U, V':>19} {'paper: overlap U, V':>20}")
+    for d in dims:
+        for spectrum in ("flat", "decaying"):
+            up, down = _mlp_weights(d, 4 * d, spectrum, rng)
+            t_prod, M = _timed(lambda: mlp_product(up, down), repeat)
+            t_ours, (Uo, _, Vo) = _timed(lambda: top_singular_subspaces(M.double().numpy(), k, method="arpack"), repeat)
+            t_paper, (Up, _, Vph) = _timed(lambda: torch.linalg.svd(M, full_matrices=False), repeat)
+            Ue, _, Ve = top_singular_subspaces(M.double().numpy(), k, method="full")  # exact reference
+            Up, Vp = Up[:, :k].double().numpy(), Vph[:k].mT.double().numpy()
+            print(
+                f"{d:>5} {spectrum:>9} {t_prod:>8.3f} {t_ours:>7.3f} {t_paper:>7.3f} {t_paper / t_ours:>10.1f}x"
+                f" {subspace_overlap(Uo, Ue):>9.6f} {subspace_overlap(Vo, Ve):>9.6f}"
+                f" {subspace_overlap(Up, Ue):>10.6f} {subspace_overlap(Vp, Ve):>9.6f}"
+            )
+
+
+def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, seed=0):
+    """A GPT-NeoX checkpoint of the given shape with random float16 weights, one safetensors
+    shard per layer (no embeddings: weight analyses never read them)."""
+    import torch
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "gpt_neox",
+        "architectures": ["GPTNeoXForCausalLM"],
+        "hidden_size": d_model,
+        "intermediate_size": d_ff,
+        "num_hidden_layers": n_layers,
+        "num_attention_heads": n_heads,
+        "vocab_size": 1024,
+        "use_parallel_residual": True,
+        "hidden_act": "gelu",
+    }
+    (path / "config.json").write_text(json.dumps(config))
+    gen = torch.Generator().manual_seed(seed)
+    weight_map = {}
+    for layer in range(n_layers):
+        prefix = f"gpt_neox.layers.{layer}"
+        shapes = {
+            "attention.query_key_value.weight": (3 * d_model, d_model),
+            "attention.dense.weight": (d_model, d_model),
+            "mlp.dense_h_to_4h.weight": (d_ff, d_model),
+            "mlp.dense_4h_to_h.weight": (d_model, d_ff),
+        }
+        tensors = {
+            f"{prefix}.{name}": (torch.randn(shape, generator=gen) / shape[1] ** 0.5).half()
+            for name, shape in shapes.items()
+        }
+        shard = f"model-{layer:05d}.safetensors"
+        save_file(tensors, path / shard, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(tensors, shard))
+    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    return path
+
+
+_MEASURE = """
+import json, resource, sys, time
+import torch
+torch.set_num_threads({threads})
+from crosslayer.alignment import align_checkpoint
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+align_checkpoint({{"path": sys.argv[1], "model": "synthetic", "revision": "bench", "step": 0}}, k={k})
+print(json.dumps({{"baseline_kb": before, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "seconds": time.perf_counter() - start}}))
+"""
+
+
+def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads=2, workdir=None):
+    """Print the peak RSS of ``align_checkpoint`` on a synthetic checkpoint vs the formula."""
+    tmp = Path(workdir or tempfile.mkdtemp(prefix="crosslayer-bench-"))
+    try:
+        ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads)
+        size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
+        code = _MEASURE.format(threads=threads, k=k)
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow"), "OMP_NUM_THREADS": str(threads)}
+        out = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, env=env, check=True)
+        measured = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    # One layer: up + down as float32 copies, their float16 pages in the memory map, M in float32
+    # and the float64 copy ARPACK works on.
+    per_layer = (2 * d_model * d_ff * (4 + 2) + d_model**2 * (4 + 8)) / 2**20
+    extra = (measured["peak_kb"] - measured["baseline_kb"]) / 1024
+    print(f"weight analysis of a synthetic GPT-NeoX checkpoint: d={d_model}, d_ff={d_ff}, {n_layers} layers, {size:.0f} MiB on disk")
+    print(f"{'after imports':>14} {'peak':>8} {'peak - imports':>15} {'one-layer formula':>18} {'whole model fp32':>17} {'seconds':>8}")
+    whole = n_layers * 2 * d_model * d_ff * 4 / 2**20
+    print(
+        f"{measured['baseline_kb'] / 1024:>10.0f} MiB {measured['peak_kb'] / 1024:>4.0f} MiB {extra:>11.0f} MiB"
+        f" {per_layer:>14.0f} MiB {whole:>13.0f} MiB {measured['seconds']:>8.1f}"
+    )
+
+
+def bench_e2e(cores=2):
+    """Wall time of ``snakemake --cores N`` on the embedded default in a fresh directory."""
+    tmp = Path(tempfile.mkdtemp(prefix="crosslayer-e2e-"))
+    try:
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp),
+             "--cores", str(cores), "--quiet"],
+            check=True,
+        )
+        wall = time.perf_counter() - start
+        rows = []
+        for path in sorted((tmp / "benchmarks").rglob("*.tsv")):
+            stats = dict(zip(*[line.split("\t") for line in path.read_text().splitlines()[:2]]))
+            rows.append((str(path.relative_to(tmp / "benchmarks"))[:-4], float(stats["s"]), stats.get("max_rss", "-")))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"embedded default, end to end on {cores} cores: {wall:.0f} s wall")
+    by_rule = {}
+    for name, seconds, _ in rows:
+        rule = name.split("/")[0]
+        count, total = by_rule.get(rule, (0, 0.0))
+        by_rule[rule] = (count + 1, total + seconds)
+    print(f"{'rule':<26} {'jobs':>5} {'job-seconds':>12}")
+    for rule, (count, total) in sorted(by_rule.items(), key=lambda kv: -kv[1][1]):
+        print(f"{rule:<26} {count:>5} {total:>12.1f}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m crosslayer.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what")
+    svd = sub.add_parser("svd")
+    svd.add_argument("--dims", type=int, nargs="+", default=[1024, 2048])
+    svd.add_argument("--k", type=int, default=10)
+    svd.add_argument("--threads", type=int, default=None)
+    mem = sub.add_parser("memory")
+    mem.add_argument("--d-model", type=int, default=2048)
+    mem.add_argument("--n-layers", type=int, default=24)
+    mem.add_argument("--d-ff", type=int, default=8192)
+    e2e = sub.add_parser("e2e")
+    e2e.add_argument("--cores", type=int, default=2)
+    args = parser.parse_args(argv)
+    if args.what in (None, "svd"):
+        bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
+    if args.what in (None, "memory"):
+        bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers, "d_ff": args.d_ff}))
+    if args.what == "e2e":
+        bench_e2e(args.cores)
+
+
+if __name__ == "__main__":
+    main()
