@@ -157,6 +157,7 @@ class GPTNeoXAdapter(FamilyAdapter):
 
     model_type = "gpt_neox"
     layer_key = "layers.{layer}"
+    attention = "attention"  # module holding query_key_value and dense
 
     def _geometry(self, c):
         nh, _, hd = _heads(c)
@@ -164,12 +165,12 @@ class GPTNeoXAdapter(FamilyAdapter):
                         nh, nh, hd, c.hidden_act, False, bool(c.use_parallel_residual))
 
     def sources(self):
-        g, qkv = self.geometry, "attention.query_key_value.weight"
+        g, qkv = self.geometry, f"{self.attention}.query_key_value.weight"
         return {
             "q": _fused_per_head(qkv, g, 0),
             "k": _fused_per_head(qkv, g, 1),
             "v": _fused_per_head(qkv, g, 2),
-            "o": _linear("attention.dense.weight", g.d_model, g.n_heads * g.head_dim),
+            "o": _linear(f"{self.attention}.dense.weight", g.d_model, g.n_heads * g.head_dim),
             "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, g.d_model),
             "down": _linear("mlp.dense_4h_to_h.weight", g.d_model, g.d_ff),
         }
@@ -206,27 +207,18 @@ class Olmo2Adapter(LlamaAdapter):
     model_type = "olmo2"
 
 
-class BloomAdapter(FamilyAdapter):
-    """BLOOM: fused per-head QKV, 4d GELU MLP (tanh approximation, no config field)."""
+class BloomAdapter(GPTNeoXAdapter):
+    """BLOOM: GPT-NeoX's fused per-head QKV and MLP names, sequential blocks, 4d GELU MLP
+    (tanh approximation, no config field)."""
 
     model_type = "bloom"
     layer_key = "h.{layer}"
+    attention = "self_attention"
 
     def _geometry(self, c):
         nh, _, hd = _heads(c)
         d = c.hidden_size
         return Geometry("bloom", c.num_hidden_layers, d, 4 * d, nh, nh, hd, "gelu_new", False, False)
-
-    def sources(self):
-        g, qkv = self.geometry, "self_attention.query_key_value.weight"
-        return {
-            "q": _fused_per_head(qkv, g, 0),
-            "k": _fused_per_head(qkv, g, 1),
-            "v": _fused_per_head(qkv, g, 2),
-            "o": _linear("self_attention.dense.weight", g.d_model, g.n_heads * g.head_dim),
-            "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, g.d_model),
-            "down": _linear("mlp.dense_4h_to_h.weight", g.d_model, g.d_ff),
-        }
 
 
 class GPT2Adapter(FamilyAdapter):
