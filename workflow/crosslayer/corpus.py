@@ -203,11 +203,12 @@ def extract_wikipedia_text(out_path, *, max_chars: int | None = None, dump_path=
     if max_chars is not None and max_chars <= 0:
         raise ValueError(f"max_chars must be a positive number of characters, got {max_chars}")
     source = Path(dump_path) if dump_path is not None else wikipedia_dump_path()
+    limit = None if max_chars is None else max_chars - 1  # room for the final newline
     articles, n_chars = [], 0
     for _title, text in iter_wikipedia_articles(source):
         sep = 2 if articles else 0  # the blank line before every article but the first
-        if max_chars is not None and n_chars + sep + len(text) > max_chars:
-            room = max_chars - n_chars - sep
+        if limit is not None and n_chars + sep + len(text) > limit:
+            room = limit - n_chars - sep
             cut = max(text.rfind("\n", 0, room + 1), text.rfind(" ", 0, room + 1))
             if cut > 0:
                 articles.append(text[:cut].rstrip())
@@ -216,7 +217,8 @@ def extract_wikipedia_text(out_path, *, max_chars: int | None = None, dump_path=
         articles.append(text)
         n_chars += sep + len(text)
     if not articles:
-        raise ValueError(f"no article text could be extracted from {source}")
+        cap = "" if max_chars is None else f" within max_chars={max_chars}"
+        raise ValueError(f"no article text could be extracted from {source}{cap}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     body = "\n\n".join(articles) + "\n"

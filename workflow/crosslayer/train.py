@@ -96,7 +96,8 @@ def build_model(
     n_kv_heads : int, optional
         Llama key/value heads (grouped-query attention); defaults to ``n_heads``.
     bos_token_id, eos_token_id, pad_token_id : int, optional
-        Recorded in the config (generation uses them).
+        Recorded in the config (generation uses them). A ``pad_token_id`` also makes
+        that embedding row start at zero.
 
     Returns
     -------
@@ -297,9 +298,9 @@ def train_model(
     from tqdm.auto import tqdm
     from transformers import AutoTokenizer
 
+    _check_arch(arch)
     torch.set_num_threads(threads)
     _retain_freed_memory()
-    _check_arch(arch)
     saves = sorted(set(int(s) for s in save_steps))
     if not saves or saves[0] < 0:
         raise ValueError(f"save_steps must be a non-empty list of steps >= 0, got {save_steps}")
@@ -334,9 +335,9 @@ def train_model(
         context=context,
         seed=seed,
         n_kv_heads=n_kv_heads,
+        # No pad_token_id: it would zero that embedding row, and training never pads.
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
     )
     # nanoGPT convention: decay matrices (incl. embeddings), not biases or norm gains.
     params = [p for p in model.parameters() if p.requires_grad]
