@@ -6,10 +6,12 @@ import pytest
 from crosslayer.plots import (
     depth_colors,
     format_step,
+    set_step_axis,
     plot_adjacent_mean,
     plot_boundary_heatmap,
     plot_boundary_trajectories,
     plot_overlap_matrix,
+    plot_random_baseline,
     plot_training_loss,
 )
 
@@ -23,14 +25,21 @@ def ax():
     plt.close(fig)
 
 
-def test_adjacent_mean_draws_line_and_baseline_band(ax):
-    line = plot_adjacent_mean(ax, STEPS, [0.1, 0.2, 0.4, 0.35], baseline_mean=0.1, baseline_sd=0.01, label="m")
+def test_adjacent_mean_draws_line_over_baseline_band(ax):
+    baseline = plot_random_baseline(ax, 0.1, 0.01)
+    line = plot_adjacent_mean(ax, STEPS, [0.1, 0.2, 0.4, 0.35], label="m")
     assert list(line.get_xdata()) == STEPS and list(line.get_ydata()) == [0.1, 0.2, 0.4, 0.35]
+    assert list(baseline.get_ydata()) == [0.1, 0.1]
     band = ax.patches[0]
     assert band.get_y() == pytest.approx(0.08) and band.get_height() == pytest.approx(0.04)  # mean +- 2 sd
     assert ax.get_xscale() == "symlog" and ax.get_xlim() == (0, 2000)
     assert "step" in ax.get_xlabel()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "128", "512", "2k"]
+
+
+def test_step_axis_drops_labels_that_would_collide(ax):
+    set_step_axis(ax, [0, 10, 25, 50, 100, 150, 200])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "10", "25", "50", "100", "", "200"]
 
 
 @pytest.mark.parametrize("step, label", [(0, "0"), (512, "512"), (2000, "2k"), (143000, "143k"), (1431000, "1.43M")])
@@ -40,7 +49,7 @@ def test_format_step(step, label):
 
 def test_adjacent_mean_rejects_mismatched_lengths(ax):
     with pytest.raises(ValueError, match="same shape"):
-        plot_adjacent_mean(ax, STEPS, [0.1], baseline_mean=0.1, baseline_sd=0.01)
+        plot_adjacent_mean(ax, STEPS, [0.1])
 
 
 def test_boundary_heatmap_has_one_cell_per_boundary_and_step(ax):

@@ -7,6 +7,7 @@ import numpy as np
 __all__ = [
     "format_step",
     "set_step_axis",
+    "plot_random_baseline",
     "plot_adjacent_mean",
     "plot_boundary_heatmap",
     "plot_boundary_trajectories",
@@ -26,30 +27,42 @@ def format_step(step):
     return str(step)
 
 
-def set_step_axis(ax, steps, *, max_ticks=10):
+def set_step_axis(ax, steps, *, max_ticks=12, min_ratio=1.75):
     """Training steps on a log-like axis that still shows step 0 (symlog, linear below the first
-    positive step), ticked at the checkpoints themselves when there are few."""
-    steps = sorted(steps)
+    positive step), ticked at the checkpoints themselves when there are few; a checkpoint within
+    a factor `min_ratio` of the next labelled one gets a tick without a label, so labels never
+    collide."""
+    steps = sorted(int(s) for s in steps)
     positive = [s for s in steps if s > 0]
     if positive:
         ax.set_xscale("symlog", linthresh=min(positive), linscale=0.5)
     ax.set_xlim(steps[0], steps[-1])
     if len(steps) <= max_ticks:
-        ax.set_xticks(steps, [format_step(s) for s in steps])
+        labels, last = {}, None
+        for step in reversed(steps):  # from the final step back, so it is always labelled
+            if last is None or step == 0 or step * min_ratio <= last:
+                labels[step], last = format_step(step), step
+        ax.set_xticks(steps, [labels.get(step, "") for step in steps])
         ax.minorticks_off()
     ax.set_xlabel("training step")
 
 
-def plot_adjacent_mean(ax, steps, mean, *, baseline_mean, baseline_sd, label=None, color=None, band_sd=2.0):
-    """Mean adjacent-layer overlap against training step, over the random-baseline band.
+def plot_random_baseline(ax, mean, sd, *, band_sd=2.0):
+    """The random-subspace baseline: a dashed line at `mean` over a grey ``mean +- band_sd * sd``
+    band. Returns the line."""
+    ax.axhspan(mean - band_sd * sd, mean + band_sd * sd, color="0.85", lw=0, zorder=0)
+    return ax.axhline(mean, color="0.5", ls="--", lw=1, label=f"random baseline (±{band_sd:g} sd)", zorder=1)
+
+
+def plot_adjacent_mean(ax, steps, mean, *, label=None, color=None):
+    """Mean adjacent-layer overlap against training step (draw the baseline with
+    :func:`plot_random_baseline`).
 
     Parameters
     ----------
     steps : (S,) array_like of int
     mean : (S,) array_like
-        Mean over boundaries of the adjacent-layer overlap at each step.
-    baseline_mean, baseline_sd : float
-        Random-subspace baseline; the band is ``mean +- band_sd * sd``.
+        Mean over boundaries of the adjacent-layer overlap at each step, in [0, 1].
 
     Returns
     -------
@@ -58,8 +71,6 @@ def plot_adjacent_mean(ax, steps, mean, *, baseline_mean, baseline_sd, label=Non
     steps, mean = np.asarray(steps), np.asarray(mean, dtype=float)
     if steps.shape != mean.shape:
         raise ValueError(f"`steps` and `mean` must have the same shape, got {steps.shape} and {mean.shape}")
-    ax.axhspan(baseline_mean - band_sd * baseline_sd, baseline_mean + band_sd * baseline_sd, color="0.85", lw=0)
-    ax.axhline(baseline_mean, color="0.5", ls="--", lw=1, label=f"random baseline (±{band_sd:g} sd)")
     (line,) = ax.plot(steps, mean, marker="o", ms=4, label=label, color=color)
     set_step_axis(ax, steps)
     ax.set_ylabel("mean adjacent-layer overlap")

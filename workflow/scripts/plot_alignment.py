@@ -19,6 +19,7 @@ from crosslayer.plots import (
     plot_boundary_heatmap,
     plot_boundary_trajectories,
     plot_overlap_matrix,
+    plot_random_baseline,
 )
 
 model, k, steps = snakemake.wildcards.model, snakemake.params.k, snakemake.params.steps
@@ -36,11 +37,10 @@ def save(fig, name):
 # Fig. 1/5: mean adjacent-layer overlap vs step, both singular spaces, over the random baseline
 fig, ax = plt.subplots(figsize=(5, 3.5), layout="constrained")
 means = adjacent.groupby("step")[["left", "right"]].mean()
+plot_random_baseline(ax, baseline["mean"], baseline["sd"])
 for space in ("left", "right"):
-    plot_adjacent_mean(
-        ax, means.index, means[space], baseline_mean=baseline["mean"], baseline_sd=baseline["sd"], label=SPACE_LABELS[space]
-    )
-ax.set_title(f"{model}: top-{k} MLP subspaces of adjacent layers (d = {int(baseline['d_model'])})")
+    plot_adjacent_mean(ax, means.index, means[space], label=SPACE_LABELS[space])
+ax.set_title(f"{model}: adjacent layers, top-{k} (d = {int(baseline['d_model'])})")
 ax.legend(frameon=False, fontsize="small")
 save(fig, "adjacent_mean")
 

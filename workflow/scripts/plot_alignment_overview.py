@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.plots import plot_adjacent_mean
+from crosslayer.plots import plot_adjacent_mean, plot_random_baseline
 
 models, k = snakemake.params.models, snakemake.params.k
 # Fig. 1: one panel per model (baselines differ with d), shared y axis
@@ -18,7 +18,8 @@ fig, axes = plt.subplots(
 for ax, model, adjacent_path, baseline_path in zip(axes[0], models, snakemake.input.adjacent, snakemake.input.baseline):
     means = pd.read_csv(adjacent_path, sep="\t").groupby("step")["left"].mean()
     baseline = pd.read_csv(baseline_path, sep="\t").iloc[0]
-    plot_adjacent_mean(ax, means.index, means, baseline_mean=baseline["mean"], baseline_sd=baseline["sd"], label=model)
+    plot_random_baseline(ax, baseline["mean"], baseline["sd"])
+    plot_adjacent_mean(ax, means.index, means, label="mean over boundaries")
     ax.set_title(f"{model} (d = {int(baseline['d_model'])})")
 for ax in axes[0][1:]:
     ax.set_ylabel("")
