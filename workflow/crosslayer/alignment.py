@@ -113,6 +113,9 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
     from tqdm import tqdm
 
     from crosslayer.adapters import open_checkpoint
+    from crosslayer.malloc import release_freed_memory
+
+    release_freed_memory()  # else heap fragmentation grows memory by ~35 MiB per layer at d = 2048
 
     model, revision = manifest["model"], manifest.get("revision")
     with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:
