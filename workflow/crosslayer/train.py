@@ -115,37 +115,25 @@ def build_model(
     _check_arch(arch)
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-    tokens = dict(bos_token_id=bos_token_id, eos_token_id=eos_token_id, pad_token_id=pad_token_id)
+    shared = dict(
+        vocab_size=vocab_size,
+        hidden_size=d_model,
+        num_hidden_layers=n_layers,
+        num_attention_heads=n_heads,
+        intermediate_size=d_ff,
+        max_position_embeddings=context,
+        tie_word_embeddings=False,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+    )
     if arch == "gpt_neox":
-        config = GPTNeoXConfig(
-            vocab_size=vocab_size,
-            hidden_size=d_model,
-            num_hidden_layers=n_layers,
-            num_attention_heads=n_heads,
-            intermediate_size=d_ff,
-            hidden_act="gelu",
-            use_parallel_residual=True,
-            max_position_embeddings=context,
-            tie_word_embeddings=False,
-            **tokens,
-        )
+        config = GPTNeoXConfig(hidden_act="gelu", use_parallel_residual=True, **shared)
     else:
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads % n_kv_heads:
             raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}")
-        config = LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=d_model,
-            num_hidden_layers=n_layers,
-            num_attention_heads=n_heads,
-            num_key_value_heads=n_kv_heads,
-            intermediate_size=d_ff,
-            hidden_act="silu",
-            max_position_embeddings=context,
-            rms_norm_eps=1e-5,
-            tie_word_embeddings=False,
-            **tokens,
-        )
+        config = LlamaConfig(num_key_value_heads=n_kv_heads, hidden_act="silu", rms_norm_eps=1e-5, **shared)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.train()
