@@ -23,6 +23,6 @@ include: "workflow/rules/alignment.smk"
 
 
 rule all:
+    default_target: True
     input:
         get_final_output(),
-    default_target: True

@@ -11,6 +11,8 @@ rule mlp_alignment:
         "logs/mlp_alignment/{model}/step{step}.log",
     benchmark:
         "benchmarks/mlp_alignment/{model}/step{step}.tsv"
+    conda:
+        "../../envs/weights.yaml"
     threads: ALIGNMENT["threads"]
     resources:
         gpu=get_gpu_request(ALIGNMENT["device"]),
@@ -19,8 +21,6 @@ rule mlp_alignment:
         svd_method=ALIGNMENT["svd_method"],
         gap_tol=ALIGNMENT["gap_tol"],
         device=ALIGNMENT["device"],
-    conda:
-        "../../envs/weights.yaml"
     script:
         "../scripts/mlp_alignment.py"
 
@@ -38,6 +38,8 @@ rule summarize_alignment:
         "logs/summarize_alignment/{model}.log",
     benchmark:
         "benchmarks/summarize_alignment/{model}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         steps=get_model_steps,
         reference_step=get_reference_step,
@@ -46,8 +48,6 @@ rule summarize_alignment:
         baseline_draws=ALIGNMENT["baseline_draws"],
         seed=ALIGNMENT["seed"],
         peak_min_sd=ALIGNMENT["peak_min_sd"],
-    conda:
-        "../../envs/analysis.yaml"
     script:
         "../scripts/summarize_alignment.py"
 
@@ -75,10 +75,10 @@ rule alignment_table:
         "logs/alignment_table.log",
     benchmark:
         "benchmarks/alignment_table.tsv"
-    params:
-        models=list(MODELS),
     conda:
         "../../envs/analysis.yaml"
+    params:
+        models=list(MODELS),
     script:
         "../scripts/alignment_table.py"
 
@@ -125,12 +125,12 @@ rule plot_alignment:
         "logs/plot_alignment/{model}.log",
     benchmark:
         "benchmarks/plot_alignment/{model}.tsv"
+    conda:
+        "../../envs/plots.yaml"
     params:
         steps=get_model_steps,
         k=ALIGNMENT["k"],
         dpi=config["plots"]["dpi"],
-    conda:
-        "../../envs/plots.yaml"
     script:
         "../scripts/plot_alignment.py"
 
@@ -152,11 +152,11 @@ rule plot_alignment_overview:
         "logs/plot_alignment_overview.log",
     benchmark:
         "benchmarks/plot_alignment_overview.tsv"
+    conda:
+        "../../envs/plots.yaml"
     params:
         models=list(MODELS),
         k=ALIGNMENT["k"],
         dpi=config["plots"]["dpi"],
-    conda:
-        "../../envs/plots.yaml"
     script:
         "../scripts/plot_alignment_overview.py"

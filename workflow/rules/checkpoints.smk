@@ -12,11 +12,11 @@ rule prepare_corpus:
         "logs/prepare_corpus.log",
     benchmark:
         "benchmarks/prepare_corpus.tsv"
+    conda:
+        "../../envs/train.yaml"
     params:
         vocab_size=config["corpus"]["vocab_size"],
         max_chars=config["corpus"]["max_chars"],
-    conda:
-        "../../envs/train.yaml"
     script:
         "../scripts/prepare_corpus.py"
 
@@ -33,11 +33,11 @@ rule train_model:
         "benchmarks/train_model/{model}.tsv"
     wildcard_constraints:
         model=one_of(models_from("train")),
+    conda:
+        "../../envs/train.yaml"
     threads: get_train_threads
     params:
         settings=get_train_params,
-    conda:
-        "../../envs/train.yaml"
     script:
         "../scripts/train_model.py"
 
@@ -54,12 +54,12 @@ rule register_checkpoint:
     wildcard_constraints:
         model=one_of(models_from("train", "local")),
     localrule: True
+    conda:
+        "../../envs/checkpoints.yaml"
     params:
         source=get_source,
         subdir=get_checkpoint_subdir,
         revision=get_checkpoint_revision,
-    conda:
-        "../../envs/checkpoints.yaml"
     script:
         "../scripts/register_checkpoint.py"
 
@@ -75,13 +75,13 @@ rule download_checkpoint:
     wildcard_constraints:
         model=one_of(models_from("hub")),
     localrule: True
+    conda:
+        "../../envs/checkpoints.yaml"
     params:
         checkpoint=get_hub_checkpoint,
         cache_dir=config["hub"]["cache_dir"],
         attempts=config["hub"]["attempts"],
         backoff_s=config["hub"]["backoff_s"],
-    conda:
-        "../../envs/checkpoints.yaml"
     script:
         "../scripts/download_checkpoint.py"
 
@@ -100,9 +100,9 @@ rule plot_training_loss:
         "logs/plot_training_loss/{model}.log",
     benchmark:
         "benchmarks/plot_training_loss/{model}.tsv"
-    params:
-        dpi=config["plots"]["dpi"],
     conda:
         "../../envs/plots.yaml"
+    params:
+        dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_training_loss.py"

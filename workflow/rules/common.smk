@@ -68,13 +68,19 @@ def get_checkpoint_dir(wildcards):
 
 
 def get_checkpoint_subdir(wildcards):
-    return f"step{wildcards.step}" if MODELS[wildcards.model]["source"] == "train" else "."
+    return (
+        f"step{wildcards.step}" if MODELS[wildcards.model]["source"] == "train" else "."
+    )
 
 
 def get_train_params(wildcards):
     settings = cfg.train_settings(config, wildcards.model)
     settings.pop("threads")
-    return {"arch": MODELS[wildcards.model]["arch"], "save_steps": get_steps(wildcards.model), **settings}
+    return {
+        "arch": MODELS[wildcards.model]["arch"],
+        "save_steps": get_steps(wildcards.model),
+        **settings,
+    }
 
 
 def get_train_threads(wildcards):
@@ -82,7 +88,11 @@ def get_train_threads(wildcards):
 
 
 def get_alignment_npz(wildcards):
-    return expand("results/alignment/{model}/step{step}.npz", model=wildcards.model, step=get_steps(wildcards.model))
+    return expand(
+        "results/alignment/{model}/step{step}.npz",
+        model=wildcards.model,
+        step=get_steps(wildcards.model),
+    )
 
 
 def get_gpu_request(device):
@@ -90,13 +100,24 @@ def get_gpu_request(device):
 
 
 def get_final_output():
-    figures = ["adjacent_mean", "boundary_heatmap", "boundary_trajectories", "pairwise"]  # see plot_alignment
+    figures = [
+        "adjacent_mean",
+        "boundary_heatmap",
+        "boundary_trajectories",
+        "pairwise",
+    ]  # see plot_alignment
     return [
         "results/alignment/table1.tsv",
-        *expand("results/figures/alignment/adjacent_mean_all_models.{ext}", ext=["png", "pdf"]),
+        *expand(
+            "results/figures/alignment/adjacent_mean_all_models.{ext}",
+            ext=["png", "pdf"],
+        ),
         *expand("results/alignment/{model}/cascade.tsv", model=MODELS),
         *expand(
-            "results/figures/alignment/{model}.{figure}.{ext}", model=MODELS, figure=figures, ext=["png", "pdf"]
+            "results/figures/alignment/{model}.{figure}.{ext}",
+            model=MODELS,
+            figure=figures,
+            ext=["png", "pdf"],
         ),
         *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
     ]
