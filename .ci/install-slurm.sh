@@ -5,6 +5,8 @@
 #
 # Used by CI and, when running as root, by tests/slurm_cluster.py.
 set -euo pipefail
+# the daemons live in /usr/sbin, which a non-login PATH may lack
+export PATH="$PATH:/usr/sbin:/sbin"
 
 have_all() {
     command -v sinfo >/dev/null 2>&1 &&
