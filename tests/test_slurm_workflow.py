@@ -1,0 +1,149 @@
+"""The workflow on a real single-node SLURM cluster, through the repository's own SLURM profile
+(edited in its two documented places) plus a small CI overlay: results equal a local run, and a
+cancelled job plus a killed Snakemake recover by re-running the same command."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from slurm_cluster import SlurmCluster, cluster_unavailable_reason
+
+pytestmark = pytest.mark.workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "tests" / "configs" / "slurm.yaml"
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+# every file the pipeline writes that carries results (not logs, figures or manifests' paths)
+RESULT_TABLES = ["results/alignment/table1.tsv", "results/alignment/cascade_fit.tsv",
+                 "results/alignment/tiny-gelu/adjacent.tsv", "results/alignment/tiny-gelu/baseline.tsv"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = cluster_unavailable_reason()
+    if reason:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the SLURM tests: {reason}")
+        pytest.skip(reason)
+    with SlurmCluster(tmp_path_factory.mktemp("slurm")).start() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def profile(cluster, tmp_path_factory):
+    """The repository's SLURM profile as a user edits it (partition, no account), plus the CI
+    overlay: no conda here, and no accounting database, so job states come from squeue."""
+    config = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.yaml").read_text())
+    config["default-resources"]["slurm_partition"] = cluster.partition
+    del config["default-resources"]["slurm_account"]
+    del config["software-deployment-method"]  # CI: packages come from the test venv
+    config["slurm-status-command"] = "squeue"  # CI: no slurmdbd, so sacct knows no jobs
+    config["slurm-init-seconds-before-status-checks"] = 1  # CI: jobs take seconds
+    config["latency-wait"] = 5  # CI: one local filesystem
+    directory = tmp_path_factory.mktemp("profile")
+    (directory / "config.yaml").write_text(yaml.safe_dump(config))
+    return directory
+
+
+def run(workdir, *args, timeout=600):
+    return subprocess.run([*SNAKEMAKE, "--directory", str(workdir), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def slurm_command(workdir, profile):
+    return [*SNAKEMAKE, "--directory", str(workdir), "--profile", str(profile), "--configfile", str(CONFIG)]
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("local")
+    start = time.perf_counter()
+    result = run(workdir, "--cores", "2", "--configfile", str(CONFIG))
+    assert result.returncode == 0, result.stderr[-4000:]
+    return workdir, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, profile, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("slurm_run")
+    start = time.perf_counter()
+    result = subprocess.run(slurm_command(workdir, profile), capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    result.wall_s = time.perf_counter() - start
+    return workdir, result
+
+
+def assert_same_results(a, b):
+    for table in RESULT_TABLES:
+        pd.testing.assert_frame_equal(pd.read_csv(a / table, sep="\t"), pd.read_csv(b / table, sep="\t"))
+    for step in (0, 8):
+        npz = f"results/alignment/tiny-gelu/step{step}.npz"
+        with np.load(a / npz) as x, np.load(b / npz) as y:
+            assert x.files == y.files
+            for key in x.files:
+                assert np.array_equal(x[key], y[key]), f"{npz}: {key} differs"
+
+
+def submitted_job_ids(output):
+    return [int(i) for i in re.findall(r"SLURM jobid (\d+)", output)]
+
+
+def test_pipeline_runs_through_slurm_and_matches_a_local_run(cluster, slurm_run, local_run):
+    workdir, result = slurm_run
+    output = result.stdout + result.stderr
+    job_ids = submitted_job_ids(output)
+    # prepare_corpus, train_model, 2 x mlp_alignment, summarize, table, 2 plots, loss plot
+    assert len(job_ids) >= 9, output[-3000:]
+    controller_log = (cluster.log_dir / "slurmctld.log").read_text()
+    for job_id in job_ids:
+        assert f"JobId={job_id}" in controller_log
+    local_dir, local_s = local_run
+    assert_same_results(workdir, local_dir)
+    overhead = (result.wall_s - local_s) / len(job_ids)
+    print(f"\nreduced pipeline: local {local_s:.0f} s, SLURM {result.wall_s:.0f} s for "
+          f"{len(job_ids)} SLURM jobs: {overhead:.1f} s added per job")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_cancelled_job_and_killed_snakemake_recover(cluster, profile, local_run, tmp_path, how):
+    command = slurm_command(tmp_path, profile)
+    snakemake = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        running = []
+        while time.monotonic() < deadline and not running:  # wait for training or an alignment job
+            # the plugin names jobs by run id and puts the rule in the comment
+            queue = cluster.run("squeue", "--noheader", "--format=%i %k %T").stdout.splitlines()
+            running = [line.split()[0] for line in queue
+                       if line.endswith("RUNNING") and ("rule_train_model" in line or "rule_mlp_alignment" in line)]
+            time.sleep(0.5)
+        assert running, "no train_model/mlp_alignment job reached the queue"
+        cluster.run("scancel", running[0])  # a job dies mid-run
+        os.killpg(snakemake.pid, getattr(signal, how))  # and so does Snakemake
+        snakemake.wait(timeout=60)
+    finally:
+        if snakemake.poll() is None:
+            os.killpg(snakemake.pid, signal.SIGKILL)
+            snakemake.wait(timeout=30)
+    cluster.run("scancel", "--user", "root")  # what a SIGKILLed Snakemake left in the queue
+    finished = {p: p.stat().st_mtime_ns for p in (tmp_path / "results/corpus").glob("*.*")}
+    assert finished, "the corpus step had finished before the interruption"
+
+    if how == "SIGKILL":  # a hard-killed Snakemake cannot remove its lock: unlock first
+        assert run(tmp_path, "--unlock", "--profile", str(profile), "--configfile", str(CONFIG)).returncode == 0
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished  # finished work is not redone
+    assert_same_results(tmp_path, local_run[0])
+    again = run(tmp_path, "-n", "--profile", str(profile), "--configfile", str(CONFIG))
+    assert "Nothing to be done" in again.stdout + again.stderr
