@@ -4,11 +4,10 @@ Skipped with the reason when no cluster can run here (not root, not Linux, no
 packages and no way to install them); under CI=true that is a failure instead.
 """
 
-import os
 import time
 
 import pytest
-from slurm_cluster import SlurmCluster, _pid_alive, cluster_unavailable_reason
+from slurm_cluster import _pid_alive
 
 
 def _wait_job_done(cluster, jobid, timeout=30):
@@ -28,21 +27,6 @@ def _sbatch(cluster, tmp_path, *args):
     proc = cluster.run("sbatch", "--parsable", f"--chdir={tmp_path}", *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip().split(";")[0]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    reason = cluster_unavailable_reason()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"SLURM test cluster unavailable under CI=true: {reason}")
-        pytest.skip(reason)
-    c = SlurmCluster(tmp_path_factory.mktemp("slurm"))
-    c.start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def test_node_idle_with_gpu(cluster):

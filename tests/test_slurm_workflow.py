@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from slurm_cluster import SlurmCluster, cluster_unavailable_reason
 
 pytestmark = pytest.mark.workflow
 
@@ -25,17 +24,6 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snake
 # every file the pipeline writes that carries results (not logs, figures or manifests' paths)
 RESULT_TABLES = ["results/alignment/table1.tsv", "results/alignment/cascade_fit.tsv",
                  "results/alignment/tiny-gelu/adjacent.tsv", "results/alignment/tiny-gelu/baseline.tsv"]
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    reason = cluster_unavailable_reason()
-    if reason:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the SLURM tests: {reason}")
-        pytest.skip(reason)
-    with SlurmCluster(tmp_path_factory.mktemp("slurm")).start() as running:
-        yield running
 
 
 @pytest.fixture(scope="module")
