@@ -1,0 +1,401 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.optimize import linear_sum_assignment
+from scipy.stats import ortho_group
+
+from crosslayer import spectra as S
+from crosslayer.subspace import random_overlap_baseline
+
+# relative tolerances per input dtype (statistics are computed in float64 from the cast input)
+RTOL = {np.float32: 1e-5, np.float64: 1e-10}
+DTYPES = [np.float32, np.float64]
+
+
+def rotation(theta):
+    return np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]])
+
+
+def random_layers(L, d, seed=0, scale=0.3):
+    return np.eye(d) + scale * np.random.default_rng(seed).standard_normal((L, d, d)) / np.sqrt(d)
+
+
+def psd(d, seed=0):
+    Q = ortho_group.rvs(d, random_state=seed)
+    return Q @ np.diag(np.linspace(3.0, 0.5, d)) @ Q.T  # distinct eigenvalues: gap after every k
+
+
+def assert_same_eigenvalues(a, b, atol=1e-9):
+    """Equal as multisets: optimal matching, robust to rounding in the sort order."""
+    a, b = np.asarray(a), np.asarray(b)
+    rows, cols = linear_sum_assignment(np.abs(a[:, None] - b[None, :]))
+    assert np.abs(a[rows] - b[cols]).max() < atol
+
+
+def is_normal(M, atol=1e-10):
+    return np.allclose(M @ M.conj().T, M.conj().T @ M, atol=atol)
+
+
+# --------------------------------------------------------------------------- per-sample
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_sample_stats_match_numpy_svd(dtype):
+    J = random_layers(7, 12, seed=1).astype(dtype)
+    stats = S.per_sample_stats(J, chunk=3)
+    s = np.linalg.svd(J.astype(np.float64), compute_uv=False)
+    rtol = RTOL[dtype]
+    np.testing.assert_allclose(stats["condition_number"], s[:, 0] / s[:, -1], rtol=rtol * 10)
+    np.testing.assert_allclose(stats["participation_ratio"], (s**2).sum(1) ** 2 / (s**4).sum(1), rtol=rtol)
+    np.testing.assert_allclose(stats["frobenius"], np.sqrt((s**2).sum(1)), rtol=rtol)
+    assert all(v.shape == (7,) for v in stats.values())
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_participation_ratio_without_svd_equals_svd(seed):
+    rng = np.random.default_rng(seed)
+    J = rng.standard_normal((5, 20, 20)) * rng.random((5, 1, 20))  # varied spectra
+    s = np.linalg.svd(J, compute_uv=False)
+    np.testing.assert_allclose(S.participation_ratio(J), (s**2).sum(1) ** 2 / (s**4).sum(1), rtol=1e-12)
+
+
+def test_participation_ratio_known_cases():
+    d = 6
+    assert S.participation_ratio(np.eye(d))[0] == pytest.approx(d)
+    assert S.participation_ratio(2.5 * ortho_group.rvs(d, random_state=0))[0] == pytest.approx(d)
+    assert S.participation_ratio(np.outer(np.arange(1, 7), np.ones(6)))[0] == pytest.approx(1.0)
+    assert S.participation_ratio(np.diag([1.0, 1.0, 0.0]))[0] == pytest.approx(2.0)
+
+
+def test_residual_option_uses_j_minus_identity():
+    J = random_layers(4, 9, seed=2)
+    R = J - np.eye(9)
+    for name in ("frobenius", "participation_ratio", "condition_number"):
+        np.testing.assert_allclose(
+            S.per_sample_stats(J, residual=True)[name], S.per_sample_stats(R)[name], rtol=1e-12
+        )
+
+
+def test_condition_number_known_and_singular():
+    assert S.condition_number(np.diag([4.0, 2.0, 0.5]))[0] == pytest.approx(8.0)
+    assert S.condition_number(np.diag([1.0, 0.0]))[0] == np.inf
+
+
+def test_torch_input_and_single_matrix():
+    J = random_layers(3, 5, seed=3)
+    stats_t = S.per_sample_stats(torch.from_numpy(J.astype(np.float32)))
+    stats_n = S.per_sample_stats(J)
+    for name in stats_n:
+        np.testing.assert_allclose(stats_t[name], stats_n[name], rtol=1e-4)
+    assert S.frobenius_norm(J[0]).shape == (1,)
+    assert isinstance(S.henrici_departure(torch.from_numpy(J[0])), float)
+
+
+# --------------------------------------------------------------------------- eigen statistics
+
+
+def test_rotation_only_matrix_is_all_complex_pairs():
+    J = np.zeros((6, 6))
+    for i, theta in enumerate([0.3, 1.0, 2.0]):
+        J[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = rotation(theta)
+    stats = S.eigen_stats(J)
+    assert stats["frac_complex"] == 1.0
+    assert stats["spectral_radius"] == pytest.approx(1.0)
+    assert stats["frac_expanding"] == 0.0  # |lambda| = 1 is not > 1 (to rounding)
+
+
+def test_one_rotation_block_gives_one_pair():
+    J = np.diag([2.0, 0.5, 1.5, 0.7, 0.2])
+    J[:2, :2] = 1.2 * rotation(0.5)
+    stats = S.eigen_stats(J)
+    assert stats["frac_complex"] == pytest.approx(2 / 5)
+    assert np.sum(np.abs(stats["eigenvalues"].imag) > 0) == 2
+
+
+def test_frac_complex_tolerance_is_relative():
+    J = np.diag([100.0, 100.0, 3.0])
+    J[:2, :2] = 100 * rotation(1e-9)  # |Im| = 1e-7 = 1e-9 * max|lambda| < 1e-6 relative
+    assert S.eigen_stats(J)["frac_complex"] == 0.0
+    assert S.eigen_stats(J, tol=1e-12)["frac_complex"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_expanding_fraction_diagonal(dtype):
+    J = np.diag([2.0, 0.5, 3.0, 0.9, 1.1, 0.1]).astype(dtype)
+    stats = S.eigen_stats(J)
+    assert stats["frac_expanding"] == pytest.approx(3 / 6)
+    assert stats["spectral_radius"] == pytest.approx(3.0)
+    assert stats["frac_complex"] == 0.0
+    # J - I = diag(1, -0.5, 2, -0.1, 0.1, -0.9): only |2| > 1
+    assert S.eigen_stats(J, residual=True)["frac_expanding"] == pytest.approx(1 / 6)
+
+
+def test_henrici_zero_for_normal_and_known_jordan():
+    assert S.henrici_departure(psd(8)) == pytest.approx(0.0, abs=1e-6)
+    assert S.henrici_departure(ortho_group.rvs(8, random_state=1)) == pytest.approx(0.0, abs=1e-6)
+    assert S.henrici_departure(rotation(0.7)) == pytest.approx(0.0, abs=1e-6)
+    # [[1, 1], [0, 1]]: ||J||_F^2 = 3, sum |lambda|^2 = 2 -> sqrt(1/3)
+    assert S.henrici_departure(np.array([[1.0, 1.0], [0.0, 1.0]])) == pytest.approx(math.sqrt(1 / 3))
+    # nilpotent: every bit of mass is non-normal
+    assert S.henrici_departure(np.array([[0.0, 5.0], [0.0, 0.0]])) == pytest.approx(1.0)
+
+
+def test_henrici_equals_schur_ratio():
+    J = random_layers(1, 10, seed=4, scale=2.0)[0]
+    _, _, N = S.schur_parts(J)
+    assert S.henrici_departure(J) == pytest.approx(np.linalg.norm(N) / np.linalg.norm(J), rel=1e-8)
+
+
+def test_residual_norm_ratio():
+    d = 16
+    assert S.residual_norm_ratio(np.eye(d)) == 0.0
+    assert S.residual_norm_ratio(3 * np.eye(d)) == pytest.approx(2.0)
+    J = random_layers(1, d, seed=5)[0]
+    assert S.residual_norm_ratio(J) == pytest.approx(np.linalg.norm(J - np.eye(d)) / math.sqrt(d))
+
+
+# --------------------------------------------------------------------------- alignment
+
+
+@pytest.mark.parametrize("method", ["arpack", "full"])
+def test_self_alignment_symmetric_is_one(method):
+    assert S.self_alignment(psd(20), k=5, method=method) == pytest.approx(1.0, abs=1e-8)
+    # symmetric indefinite: left and right vectors agree up to sign
+    Q = ortho_group.rvs(20, random_state=3)
+    sym = Q @ np.diag(np.linspace(-3, 2.5, 20)) @ Q.T
+    assert S.self_alignment(sym, k=5, method=method) == pytest.approx(1.0, abs=1e-8)
+
+
+def test_self_alignment_of_shift_is_zero():
+    # cyclic shift e_i -> e_{i+1} scaled: right vectors e_i, left vectors e_{i+1}
+    d, k = 10, 3
+    J = np.roll(np.eye(d), 1, axis=0) @ np.diag(np.linspace(5, 1, d))
+    # top-3 right: e0, e1, e2 ; top-3 left: e1, e2, e3 -> cosines 1, 1, 0
+    assert S.self_alignment(J, k=k, method="full") == pytest.approx(2 / 3)
+
+
+def test_forward_alignment_on_constructed_layers():
+    d, k = 12, 2
+    P = ortho_group.rvs(d, random_state=7)
+    diag = np.diag(np.linspace(4, 1, d))
+    # layer 0 maps its top inputs onto P[:, :k]; layer 1 reads its top inputs from P[:, :k]
+    J0 = P @ diag @ np.eye(d)
+    J1 = np.eye(d) @ diag @ P.T
+    # layer 2 reads from the last k columns of P (orthogonal to layer 1's output e_0, e_1? no:
+    # layer 1 outputs e_0.., layer 2 reads e_{d-k}..)
+    J2 = diag @ np.roll(np.eye(d), k, axis=0).T @ np.eye(d)
+    prof = S.alignment_profile([J0, J1, J2], k=k, method="full", draws=200)
+    assert prof["forward"].shape == (2,)
+    assert prof["forward"][0] == pytest.approx(1.0, abs=1e-10)
+    assert prof["forward"][1] == pytest.approx(0.0, abs=1e-10)
+    assert prof["self"].shape == (3,)
+
+
+def test_alignment_profile_residual_and_baseline():
+    Js = random_layers(3, 16, seed=8)
+    prof = S.alignment_profile(Js, k=3, residual=True, method="full", draws=200, seed=1)
+    assert (prof["baseline_mean"], prof["baseline_sd"]) == random_overlap_baseline(16, 3, draws=200, seed=1)
+    U, V = S.layer_subspaces(Js - np.eye(16), k=3, method="full")
+    from crosslayer.subspace import subspace_overlap
+
+    assert prof["self"][1] == pytest.approx(subspace_overlap(U[1], V[1]))
+    assert prof["forward"][0] == pytest.approx(subspace_overlap(U[0], V[1]))
+    assert np.all((prof["self"] >= 0) & (prof["self"] <= 1))
+
+
+# --------------------------------------------------------------------------- effective rank
+
+
+@pytest.mark.parametrize("power", [1, 2])
+def test_effective_rank_identity_and_known(power):
+    d = 9
+    assert S.cumulative_effective_rank(np.eye(d)[None], power=power)[0][0] == pytest.approx(d)
+    assert S.effective_rank(np.ones(d), power=power) == pytest.approx(d)
+    assert S.effective_rank(np.array([3.0, 0, 0]), power=power) == pytest.approx(1.0)
+    # two equal-weight values (after power) -> 2
+    assert S.effective_rank(np.array([1.0, 1.0, 0.0]), power=power) == pytest.approx(2.0)
+
+
+def test_effective_rank_power_differs():
+    s = np.array([2.0, 1.0])
+    p1, p2 = np.array([2, 1]) / 3, np.array([4, 1]) / 5
+    assert S.effective_rank(s, power=1) == pytest.approx(np.exp(-(p1 * np.log(p1)).sum()))
+    assert S.effective_rank(s, power=2) == pytest.approx(np.exp(-(p2 * np.log(p2)).sum()))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("power", [1, 2])
+def test_cumulative_untruncated_equals_exact_product(dtype, power):
+    L, d = 5, 10
+    Js = random_layers(L, d, seed=9, scale=1.5).astype(dtype)
+    erank, log_fro = S.cumulative_effective_rank(Js, rank=d, power=power)
+    J64 = Js.astype(np.float64)
+    for start in range(L):
+        P = np.eye(d)
+        for layer in range(start, L):
+            P = J64[layer] @ P  # J_{L-1} ... J_start
+        s = np.linalg.svd(P, compute_uv=False)
+        assert erank[start] == pytest.approx(S.effective_rank(s, power=power), rel=1e-9)
+        assert log_fro[start] == pytest.approx(np.log(np.linalg.norm(P)), rel=1e-9, abs=1e-9)
+
+
+def test_cumulative_rank_r_bounds_effective_rank():
+    Js = random_layers(6, 12, seed=10, scale=1.0)
+    for r in (1, 3, 5):
+        erank, _ = S.cumulative_effective_rank(Js, rank=r)
+        assert np.all(erank <= r + 1e-9) and np.all(erank >= 1 - 1e-9)
+    # a rank-2 layer caps every product that passes through it
+    Js[3] = np.outer(np.arange(12.0), np.ones(12)) + np.outer(np.ones(12), np.arange(12.0) ** 2)
+    erank, _ = S.cumulative_effective_rank(Js, rank=12)
+    assert np.all(erank[:4] <= 2 + 1e-9)
+
+
+def test_cumulative_scale_does_not_overflow():
+    Js = np.stack([1e30 * np.eye(4)] * 40)
+    erank, log_fro = S.cumulative_effective_rank(Js)
+    np.testing.assert_allclose(erank, 4)
+    assert log_fro[0] == pytest.approx(40 * math.log(1e30) + math.log(2))
+
+
+def test_cumulative_default_rank_and_torch():
+    Js = torch.from_numpy(random_layers(3, 6, seed=11))
+    erank, _ = S.cumulative_effective_rank(Js)  # rank min(256, 6) = 6 = exact
+    np.testing.assert_allclose(erank, S.cumulative_effective_rank(Js.numpy(), rank=6)[0])
+
+
+# --------------------------------------------------------------------------- Schur surgery
+
+
+def nonnormal_layer(d=8, seed=12):
+    return random_layers(1, d, seed=seed, scale=2.0)[0]  # complex eigenvalues, non-normal
+
+
+@pytest.mark.parametrize("mode", S.SCHUR_MODES)
+def test_schur_alpha_one_reproduces_and_alpha_zero_normal(mode):
+    J = nonnormal_layer()
+    Q, D, N = S.schur_parts(J, mode=mode)
+    np.testing.assert_allclose(S.schur_recompose(Q, D, N, 1.0, mode=mode), J, atol=1e-12)
+    J0 = S.schur_recompose(Q, D, N, 0.0, mode=mode)
+    assert is_normal(J0)
+    assert S.henrici_departure(J0) == pytest.approx(0.0, abs=1e-6)
+    lam = np.linalg.eigvals(J)
+    assert_same_eigenvalues(np.linalg.eigvals(J0), lam, atol=1e-10)
+    # dose scales the Henrici numerator linearly
+    J_half = S.schur_recompose(Q, D, N, 0.5, mode=mode)
+    num = lambda M: S.henrici_departure(M) * np.linalg.norm(M)  # noqa: E731
+    assert num(J_half) == pytest.approx(0.5 * num(J), rel=1e-6)
+
+
+def test_schur_control_a_keeps_norm_and_eigenvalues():
+    J = nonnormal_layer()
+    Q, D, N = S.schur_parts(J)
+    R = S.random_strict_upper(N, 3)
+    assert np.allclose(np.tril(R), 0)
+    assert np.linalg.norm(R) == pytest.approx(np.linalg.norm(N))
+    JA = S.schur_recompose(Q, D, R, 1.0)
+    assert_same_eigenvalues(np.linalg.eigvals(JA), D, atol=1e-9)
+    assert S.henrici_departure(JA) == pytest.approx(S.henrici_departure(J), rel=1e-6)
+
+
+def test_schur_control_b_keeps_spectrum_singular_values_and_henrici():
+    J = nonnormal_layer()
+    Q, D, N = S.schur_parts(J)
+    W = S.haar_unitary(8, 4)
+    np.testing.assert_allclose(W @ W.conj().T, np.eye(8), atol=1e-12)
+    JB = S.schur_recompose(W, D, N, 1.0)
+    assert_same_eigenvalues(np.linalg.eigvals(JB), D, atol=1e-9)
+    np.testing.assert_allclose(np.linalg.svd(JB, compute_uv=False), np.linalg.svd(J, compute_uv=False), atol=1e-10)
+    assert S.henrici_departure(JB) == pytest.approx(S.henrici_departure(J), rel=1e-6)
+    assert not np.allclose(JB, J)
+
+
+def test_schur_dose_response_shapes_reproducible_and_alpha_one_matches():
+    Js = random_layers(4, 6, seed=13, scale=1.5)
+    kw = dict(alphas=(0.0, 1.0, 1.5), rank=6, draws=2, seed=5)
+    a, b = S.schur_dose_response(Js, **kw), S.schur_dose_response(Js, **kw)
+    for key in ("dose", "control_a", "control_b"):
+        np.testing.assert_array_equal(a[key], b[key])
+    assert a["dose"].shape == (3, 4) and a["control_a"].shape == (2, 3, 4) == a["control_b"].shape
+    # alpha = 1 is the trained stack
+    np.testing.assert_allclose(a["dose"][1], S.cumulative_effective_rank(Js, rank=6)[0], rtol=1e-8)
+    # controls at alpha = 0: control A equals the dose (R is scaled away); control B does not
+    np.testing.assert_allclose(a["control_a"][:, 0], np.broadcast_to(a["dose"][0], (2, 4)), rtol=1e-10)
+    # alpha = 0 recomposes normal layers with the same spectrum: the single-layer effective rank
+    # is that of |eigenvalues|
+    lam = np.abs(np.linalg.eigvals(Js[-1]))
+    assert a["dose"][0, -1] == pytest.approx(S.effective_rank(lam), rel=1e-8)
+    c = S.schur_dose_response(Js, **{**kw, "seed": 6})
+    assert not np.allclose(c["control_b"], a["control_b"])
+
+
+def test_schur_mode_residual_runs_and_alpha_one_matches():
+    Js = random_layers(3, 5, seed=14, scale=1.5)
+    out = S.schur_dose_response(Js, alphas=(1.0,), mode="J - I", rank=5, draws=1)
+    np.testing.assert_allclose(out["dose"][0], S.cumulative_effective_rank(Js, rank=5)[0], rtol=1e-8)
+
+
+# --------------------------------------------------------------------------- depth regimes
+
+
+def test_depth_regimes_paper_split():
+    labels = S.depth_regimes(32, boundaries=S.PAPER_BOUNDARIES)
+    assert list(labels[:5]) == ["early"] * 5
+    assert list(labels[5:20]) == ["mid"] * 15
+    assert list(labels[20:]) == ["late"] * 12
+    np.testing.assert_array_equal(S.depth_regimes(32), labels)  # default fractions
+    np.testing.assert_array_equal(S.depth_regimes(10, fractions=(0.2, 0.5)), ["early"] * 2 + ["mid"] * 3 + ["late"] * 5)
+
+
+def test_regime_summary_means():
+    stats = {"a": np.arange(6.0), "b": [1.0, 1.0, 2.0, 2.0, 3.0, np.nan]}
+    labels = S.depth_regimes(6, boundaries=(2, 4))
+    table = S.regime_summary(stats, labels)
+    assert isinstance(table, pd.DataFrame)
+    assert list(table.index) == ["early", "mid", "late"]
+    np.testing.assert_allclose(table["a"], [0.5, 2.5, 4.5])
+    np.testing.assert_allclose(table["b"], [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(table["n_layers"], [2, 2, 2])
+
+
+def test_spectral_profile_table():
+    Js = random_layers(5, 8, seed=15)
+    table = S.spectral_profile(Js, k=2, method="full", draws=50)
+    assert len(table) == 5 and np.isnan(table["forward_alignment"].iloc[-1])
+    assert table["henrici"].iloc[0] == pytest.approx(S.henrici_departure(Js[0]))
+    assert table["frac_complex_res"].iloc[2] == S.eigen_stats(Js[2], residual=True)["frac_complex"]
+    summary = S.regime_summary(table, S.depth_regimes(5))
+    assert summary["n_layers"].sum() == 5
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: S.per_sample_stats(np.ones((2, 3, 4))), r"`J` must be .*shape \(2, 3, 4\)"),
+        (lambda: S.participation_ratio(np.ones(3)), r"`J` must be .*shape \(3,\)"),
+        (lambda: S.eigen_stats(np.ones((3, 2))), r"`J` must be a square .*\(3, 2\)"),
+        (lambda: S.henrici_departure(np.ones((2, 2, 2))), r"`J` must be a square"),
+        (lambda: S.residual_norm_ratio(np.ones((2, 3))), r"`J` must be a square"),
+        (lambda: S.self_alignment(np.eye(4), k=4), r"`k` must satisfy"),
+        (lambda: S.alignment_profile(np.ones((2, 3, 4))), r"`Js` must be .*\(2, 3, 4\)"),
+        (lambda: S.cumulative_effective_rank(np.ones((2, 4, 4)), rank=5), r"`rank` must satisfy"),
+        (lambda: S.cumulative_effective_rank(np.ones((2, 4, 5))), r"`Js` must be"),
+        (lambda: S.effective_rank(np.ones(3), power=3), r"`power` must be 1 or 2"),
+        (lambda: S.effective_rank(-np.ones(3)), r"`s` must be >= 0"),
+        (lambda: S.schur_parts(np.eye(3), mode="J+I"), r"`mode` must be one of"),
+        (lambda: S.schur_recompose(np.eye(3), np.ones(2), np.zeros((3, 3)), 1.0), r"`D` must have shape"),
+        (lambda: S.schur_dose_response(np.ones((1, 3, 2))), r"`Js` must be .*\(1, 3, 2\)"),
+        (lambda: S.depth_regimes(10, boundaries=(6, 4)), r"`boundaries` must be"),
+        (lambda: S.depth_regimes(10, fractions=(0.5, 1.2)), r"`fractions` must be"),
+        (lambda: S.regime_summary({"a": np.ones(3)}, ["early", "mid"]), r"`regimes` must have shape"),
+        (lambda: S.regime_summary({"a": np.ones(2)}, ["early", "middle"]), r"`regimes` must hold labels"),
+    ],
+)
+def test_bad_inputs_raise(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -1,0 +1,813 @@
+"""Spectral geometry of per-layer block Jacobians (paper 004).
+
+Inputs are Jacobians ``J = d block(x) / d x`` of shape (d, d), float32/float64 NumPy arrays or
+torch tensors, with ``J = I + J_res`` (the block contains its residual connection). Every
+statistic is computed in float64 (complex128 where the operator is complex); scalars come back
+as Python floats. Functions taking ``residual=True`` analyse ``J - I`` instead of ``J``.
+
+Groups:
+
+* per-sample statistics over a batch (B, d, d): condition number, participation ratio (no SVD),
+  Frobenius norm;
+* eigen statistics of the mean Jacobian: spectral radius, fraction of expanding modes,
+  fraction of eigenvalues in complex-conjugate pairs; Henrici departure from normality;
+* singular-subspace alignment: self-alignment (top-k left vs right singular subspace of one
+  layer), forward alignment (layer l's left vs layer l+1's right), Monte-Carlo baselines;
+* cumulative Jacobians ``J_{l->L}`` by backward truncated-SVD composition, and their effective
+  rank;
+* Schur surgery: dose response of the cumulative effective rank to scaling the non-normal part
+  of every layer, with two random controls;
+* depth regimes (early / mid / late) and per-regime summary tables.
+"""
+
+import math
+
+import numpy as np
+import scipy.linalg
+from scipy.stats import unitary_group
+
+from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
+
+__all__ = [
+    "DEFAULT_ALPHAS",
+    "PAPER_BOUNDARIES",
+    "REGIMES",
+    "SCHUR_MODES",
+    "frobenius_norm",
+    "participation_ratio",
+    "condition_number",
+    "per_sample_stats",
+    "eigen_stats",
+    "henrici_departure",
+    "residual_norm_ratio",
+    "layer_subspaces",
+    "self_alignment",
+    "alignment_profile",
+    "effective_rank",
+    "cumulative_effective_rank",
+    "schur_parts",
+    "schur_recompose",
+    "random_strict_upper",
+    "haar_unitary",
+    "schur_dose_response",
+    "depth_regimes",
+    "spectral_profile",
+    "regime_summary",
+]
+
+DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
+PAPER_BOUNDARIES = (5, 20)  # 32 layers: early 0-4, mid 5-19, late 20-31
+REGIMES = ("early", "mid", "late")
+SCHUR_MODES = ("J", "J - I")
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _to_numpy(x):
+    """NumPy view of an array_like or torch tensor (no torch import needed)."""
+    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor
+        x = x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def _as_float(x):
+    """float64, or complex128 when the input is complex."""
+    x = _to_numpy(x)
+    return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64, copy=False)
+
+
+def _check_square(name, J):
+    """(d, d) array in float64/complex128."""
+    J = _as_float(J)
+    if J.ndim != 2 or J.shape[0] != J.shape[1] or J.shape[0] == 0:
+        raise ValueError(f"`{name}` must be a square 2-D (d, d) matrix, got shape {J.shape}")
+    return J
+
+
+def _check_stack(name, Js, *, min_count=1):
+    """(n, d, d) array in float64/complex128; a single (d, d) matrix becomes n = 1."""
+    Js = _to_numpy(Js) if not isinstance(Js, (list, tuple)) else np.stack([_to_numpy(J) for J in Js])
+    Js = _as_float(Js)
+    if Js.ndim == 2:
+        Js = Js[None]
+    if Js.ndim != 3 or Js.shape[1] != Js.shape[2] or Js.shape[1] == 0:
+        raise ValueError(f"`{name}` must be (n, d, d) or (d, d) square matrices, got shape {Js.shape}")
+    if Js.shape[0] < min_count:
+        raise ValueError(f"`{name}` must hold at least {min_count} matrices, got shape {Js.shape}")
+    return Js
+
+
+def _strip(J, residual):
+    """J, or J - I when residual (works on (d, d) and (n, d, d))."""
+    if not residual:
+        return J
+    return J - np.eye(J.shape[-1], dtype=J.dtype)
+
+
+def _check_power(power):
+    if power not in (1, 2):
+        raise ValueError(f"`power` must be 1 or 2, got {power!r}")
+
+
+# --------------------------------------------------------------------------- per-sample
+
+
+def frobenius_norm(J, *, residual=False):
+    """Frobenius norm of each matrix in a batch.
+
+    Parameters
+    ----------
+    J : (B, d, d) or (d, d) array_like or torch.Tensor
+        Jacobians; a single matrix is a batch of one.
+    residual : bool, default=False
+        Use ``J - I``.
+
+    Returns
+    -------
+    norm : (B,) ndarray
+        ``||J||_F >= 0``.
+    """
+    J = _strip(_check_stack("J", J), residual)
+    return np.sqrt(np.einsum("bij,bij->b", J.conj(), J).real)
+
+
+def participation_ratio(J, *, residual=False, chunk=16):
+    """Participation ratio ``(sum s^2)^2 / sum s^4`` of each matrix, without an SVD.
+
+    Parameters
+    ----------
+    J : (B, d, d) or (d, d) array_like or torch.Tensor
+    residual : bool, default=False
+        Use ``J - I``.
+    chunk : int, default=16
+        Matrices processed at once (bounds the float64 working memory).
+
+    Returns
+    -------
+    pr : (B,) ndarray
+        In [1, d]: 1 for rank one, d for a multiple of an orthogonal matrix; NaN for J = 0.
+
+    Notes
+    -----
+    ``sum s^2 = ||J||_F^2`` and ``sum s^4 = ||J^T J||_F^2`` (the eigenvalues of ``J^T J`` are
+    ``s^2``), so ``PR = ||J||_F^4 / ||J^T J||_F^2``: one matrix product instead of an SVD.
+    """
+    if chunk < 1:
+        raise ValueError(f"`chunk` must be >= 1, got {chunk}")
+    J = _check_stack("J", J)
+    out = np.empty(J.shape[0])
+    for start in range(0, J.shape[0], chunk):
+        block = _strip(J[start : start + chunk], residual)
+        fro2 = np.einsum("bij,bij->b", block.conj(), block).real
+        gram = np.conj(np.swapaxes(block, 1, 2)) @ block
+        gram2 = np.einsum("bij,bij->b", gram.conj(), gram).real
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + chunk] = fro2**2 / gram2
+    return out
+
+
+def condition_number(J, *, residual=False):
+    """Condition number ``s_max / s_min`` of each matrix (full SVD values).
+
+    Parameters
+    ----------
+    J : (B, d, d) or (d, d) array_like or torch.Tensor
+    residual : bool, default=False
+        Use ``J - I``.
+
+    Returns
+    -------
+    kappa : (B,) ndarray
+        In [1, inf]; inf for a singular matrix, NaN for J = 0.
+    """
+    J = _strip(_check_stack("J", J), residual)
+    s = np.linalg.svd(J, compute_uv=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return s[:, 0] / s[:, -1]
+
+
+def per_sample_stats(J, *, residual=False, condition=True, chunk=16):
+    """Distributions of the per-sample statistics over a batch of Jacobians.
+
+    Parameters
+    ----------
+    J : (B, d, d) or (d, d) array_like or torch.Tensor
+        One Jacobian per sample.
+    residual : bool, default=False
+        Use ``J - I``.
+    condition : bool, default=True
+        Also compute the condition number (the only statistic needing an SVD).
+    chunk : int, default=16
+        Matrices converted to float64 at once.
+
+    Returns
+    -------
+    stats : dict of str -> (B,) ndarray
+        ``"frobenius"``, ``"participation_ratio"`` and (if ``condition``) ``"condition_number"``.
+    """
+    if chunk < 1:
+        raise ValueError(f"`chunk` must be >= 1, got {chunk}")
+    Jn = _to_numpy(J) if not isinstance(J, (list, tuple)) else np.stack([_to_numpy(x) for x in J])
+    if Jn.ndim == 2:
+        Jn = Jn[None]
+    if Jn.ndim != 3 or Jn.shape[1] != Jn.shape[2] or Jn.shape[1] == 0:
+        raise ValueError(f"`J` must be (n, d, d) or (d, d) square matrices, got shape {Jn.shape}")
+    parts = {"frobenius": [], "participation_ratio": []}
+    if condition:
+        parts["condition_number"] = []
+    for start in range(0, Jn.shape[0], chunk):
+        block = _as_float(Jn[start : start + chunk])
+        parts["frobenius"].append(frobenius_norm(block, residual=residual))
+        parts["participation_ratio"].append(participation_ratio(block, residual=residual, chunk=chunk))
+        if condition:
+            parts["condition_number"].append(condition_number(block, residual=residual))
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+# --------------------------------------------------------------------------- eigenvalues
+
+
+def eigen_stats(J, *, residual=False, tol=1e-6):
+    """Eigenvalue statistics of one (mean) Jacobian.
+
+    Parameters
+    ----------
+    J : (d, d) array_like or torch.Tensor
+        Typically the mean Jacobian of a layer.
+    residual : bool, default=False
+        Use ``J - I``.
+    tol : float, default=1e-6
+        An eigenvalue counts as complex when ``|Im lambda| > tol * max|lambda|`` (relative).
+
+    Returns
+    -------
+    stats : dict
+        ``"eigenvalues"``: (d,) complex ndarray (``numpy.linalg.eigvals``);
+        ``"spectral_radius"``: float, ``max|lambda| >= 0``;
+        ``"frac_expanding"``: float in [0, 1], fraction with ``|lambda| > 1``;
+        ``"frac_complex"``: float in [0, 1], fraction in complex-conjugate pairs (for real J they
+        come in pairs, so this is even / d).
+    """
+    if not tol >= 0:
+        raise ValueError(f"`tol` must be >= 0, got {tol}")
+    J = _strip(_check_square("J", J), residual)
+    lam = np.linalg.eigvals(J)
+    radius = float(np.abs(lam).max())
+    return {
+        "eigenvalues": lam,
+        "spectral_radius": radius,
+        "frac_expanding": float(np.mean(np.abs(lam) > 1.0)),
+        "frac_complex": float(np.mean(np.abs(lam.imag) > tol * radius)) if radius > 0 else 0.0,
+    }
+
+
+def henrici_departure(J, *, residual=False, eigenvalues=None):
+    """Henrici departure from normality ``sqrt(max(||J||_F^2 - sum|lambda|^2, 0)) / ||J||_F``.
+
+    Parameters
+    ----------
+    J : (d, d) array_like or torch.Tensor
+    residual : bool, default=False
+        Use ``J - I``.
+    eigenvalues : (d,) array_like, optional
+        Eigenvalues of the analysed operator if already computed.
+
+    Returns
+    -------
+    departure : float
+        In [0, 1]: 0 for normal matrices, -> 1 when the strictly upper-triangular Schur part
+        dominates (it is ``||N||_F / ||J||_F`` for the Schur form ``J = Q (D + N) Q^H``).
+        NaN for J = 0.
+    """
+    J = _strip(_check_square("J", J), residual)
+    lam = np.linalg.eigvals(J) if eigenvalues is None else np.asarray(eigenvalues)
+    if lam.shape != (J.shape[0],):
+        raise ValueError(f"`eigenvalues` must have shape ({J.shape[0]},), got {lam.shape}")
+    fro2 = float(np.vdot(J, J).real)
+    if fro2 == 0:
+        return math.nan
+    return math.sqrt(max(fro2 - float(np.sum(np.abs(lam) ** 2)), 0.0) / fro2)
+
+
+def residual_norm_ratio(J):
+    """``||J - I||_F / ||I||_F = ||J - I||_F / sqrt(d)``, a float >= 0.
+
+    Parameters
+    ----------
+    J : (d, d) array_like or torch.Tensor
+    """
+    J = _check_square("J", J)
+    R = _strip(J, True)
+    return float(np.sqrt(np.vdot(R, R).real / J.shape[0]))
+
+
+# --------------------------------------------------------------------------- alignment
+
+
+def layer_subspaces(Js, *, k=10, residual=False, method="arpack", seed=0):
+    """Top-k left and right singular subspaces of each layer's (mean) Jacobian.
+
+    Parameters
+    ----------
+    Js : (L, d, d) array_like or torch.Tensor, or list of (d, d)
+    k : int, default=10
+        ``1 <= k < d``.
+    residual : bool, default=False
+        Use ``J - I``.
+    method : {"arpack", "full"}, default="arpack"
+        See :func:`crosslayer.subspace.top_singular_subspaces`.
+    seed : int, default=0
+
+    Returns
+    -------
+    U, V : (L, d, k) ndarray
+        Left (output-space) and right (input-space) orthonormal bases.
+    """
+    Js = _check_stack("Js", Js)
+    if np.iscomplexobj(Js):
+        raise ValueError(f"`Js` must be real, got dtype {Js.dtype}")
+    if method not in SVD_METHODS:
+        raise ValueError(f"`method` must be one of {SVD_METHODS}, got {method!r}")
+    d = Js.shape[1]
+    if not 1 <= k < d:
+        raise ValueError(f"`k` must satisfy 1 <= k < d = {d}, got {k}")
+    Us, Vs = [], []
+    for J in Js:
+        U, _, V = top_singular_subspaces(_strip(J, residual), k, method=method, seed=seed)
+        Us.append(U)
+        Vs.append(V)
+    return np.stack(Us), np.stack(Vs)
+
+
+def self_alignment(J, *, k=10, residual=False, method="arpack", seed=0):
+    """Overlap between the top-k left and top-k right singular subspaces of one matrix.
+
+    Parameters
+    ----------
+    J : (d, d) array_like or torch.Tensor
+    k : int, default=10
+        ``1 <= k < d``.
+    residual : bool, default=False
+        Use ``J - I``.
+    method, seed
+        See :func:`layer_subspaces`.
+
+    Returns
+    -------
+    overlap : float
+        In [0, 1] (mean cosine of the principal angles); 1 for symmetric (e.g. PSD) matrices
+        with a gap after the k-th singular value; about ``random_overlap_baseline(d, k)`` for
+        unrelated subspaces.
+    """
+    J = _check_square("J", J)
+    U, V = layer_subspaces(J[None], k=k, residual=residual, method=method, seed=seed)
+    return float(pairwise_overlap(U, V)[0, 0])
+
+
+def alignment_profile(Js, *, k=10, residual=False, method="arpack", seed=0, draws=1000):
+    """Self- and forward alignment across layers, with the Monte-Carlo random baseline.
+
+    Parameters
+    ----------
+    Js : (L, d, d) array_like or torch.Tensor, or list of (d, d)
+        Per-layer mean Jacobians in depth order.
+    k : int, default=10
+    residual : bool, default=False
+        Use ``J - I``.
+    method, seed
+        See :func:`layer_subspaces`; ``seed`` also seeds the baseline.
+    draws : int, default=1000
+        Monte-Carlo pairs for :func:`crosslayer.subspace.random_overlap_baseline`.
+
+    Returns
+    -------
+    profile : dict
+        ``"self"``: (L,) ndarray, overlap(U_l, V_l);
+        ``"forward"``: (L - 1,) ndarray, overlap(U_l, V_{l+1}) (layer l's output subspace against
+        layer l+1's input subspace);
+        ``"baseline_mean"``, ``"baseline_sd"``: float, overlap of random k-dim subspaces of R^d.
+        All in [0, 1].
+    """
+    U, V = layer_subspaces(Js, k=k, residual=residual, method=method, seed=seed)
+    overlap = pairwise_overlap(U, V)  # [i, j] = overlap(U_i, V_j)
+    mean, sd = random_overlap_baseline(U.shape[1], k, draws=draws, seed=seed)
+    return {
+        "self": np.diagonal(overlap).copy(),
+        "forward": np.diagonal(overlap, offset=1).copy(),
+        "baseline_mean": mean,
+        "baseline_sd": sd,
+    }
+
+
+# --------------------------------------------------------------------------- effective rank
+
+
+def effective_rank(s, *, power=1):
+    """Roy-Vetterli effective rank ``exp(H(p))`` of a spectrum.
+
+    Parameters
+    ----------
+    s : (n,) array_like
+        Singular values, >= 0.
+    power : {1, 2}, default=1
+        ``p_i = s_i^power / sum_j s_j^power``: 1 is Roy-Vetterli (paper 004), 2 weights by
+        energy ``s^2``.
+
+    Returns
+    -------
+    erank : float
+        In [1, n] (n when all s_i are equal, 1 for rank one); NaN when all s are 0.
+    """
+    _check_power(power)
+    s = np.asarray(s, dtype=float)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"`s` must be a non-empty 1-D array, got shape {s.shape}")
+    if np.any(s < 0):
+        raise ValueError("`s` must be >= 0")
+    w = s**power
+    total = w.sum()
+    if total == 0:
+        return math.nan
+    p = w[w > 0] / total
+    return float(np.exp(-np.sum(p * np.log(p))))
+
+
+class _BackwardProduct:
+    """Running rank-r product ``J_L ... J_l`` kept as ``U S V^H`` with max-normalized S.
+
+    Only S and V^H are stored: multiplying an earlier layer on the right, ``U S V^H J_l``,
+    has the singular values and right vectors of ``S V^H J_l`` because U has orthonormal
+    columns.
+    """
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.s = None
+        self.vh = None
+        self.log_scale = 0.0
+
+    def push(self, J):
+        """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
+        M = J if self.s is None else self.s[:, None] * (self.vh @ J)
+        _, s, vh = np.linalg.svd(M, full_matrices=False)
+        self.s, self.vh = s[: self.rank], vh[: self.rank]
+        top = self.s[0]
+        if top > 0:
+            self.log_scale += math.log(top)
+            self.s = self.s / top
+            return self.s, self.log_scale + math.log(float(np.linalg.norm(self.s)))
+        return self.s, -math.inf
+
+
+def _check_rank(rank, d):
+    rank = min(256, d) if rank is None else rank
+    if not 1 <= rank <= d:
+        raise ValueError(f"`rank` must satisfy 1 <= rank <= d = {d}, got {rank}")
+    return int(rank)
+
+
+def cumulative_effective_rank(Js, *, rank=None, power=1):
+    """Effective rank of the cumulative Jacobian from each start layer to the last.
+
+    ``J_{l->L} = J_{L-1} ... J_{l+1} J_l`` (layers 0..L-1) is composed backward: the last layer
+    is factorized by SVD and truncated to rank r, then each earlier layer is multiplied on the
+    right and the product re-truncated by SVD to rank r. After each step the singular values are
+    divided by their maximum and the log of that factor accumulated, so the scale never
+    overflows; the log Frobenius norm is reported separately.
+
+    Parameters
+    ----------
+    Js : (L, d, d) array_like or torch.Tensor, or list of (d, d)
+        Per-layer (mean) Jacobians in depth order; real or complex.
+    rank : int, optional
+        Truncation rank r, ``1 <= r <= d``; default ``min(256, d)``. With r = d nothing is
+        truncated and the result is that of the exact product.
+    power : {1, 2}, default=1
+        See :func:`effective_rank`.
+
+    Returns
+    -------
+    erank : (L,) ndarray
+        ``erank[l]`` = effective rank of the rank-r truncation of ``J_{l->L}``, in [1, r];
+        ``erank[L-1]`` is the last layer alone.
+    log_frobenius : (L,) ndarray
+        Natural log of the Frobenius norm of that (truncated) product.
+    """
+    _check_power(power)
+    Js = _check_stack("Js", Js)
+    r = _check_rank(rank, Js.shape[1])
+    L = Js.shape[0]
+    erank, log_fro = np.empty(L), np.empty(L)
+    product = _BackwardProduct(r)
+    for layer in range(L - 1, -1, -1):
+        s, log_fro[layer] = product.push(Js[layer])
+        erank[layer] = effective_rank(s, power=power)
+    return erank, log_fro
+
+
+# --------------------------------------------------------------------------- Schur surgery
+
+
+def schur_parts(J, *, mode="J"):
+    """Complex Schur split ``J = Q (D + N) Q^H`` (or of ``J - I`` for mode "J - I").
+
+    Parameters
+    ----------
+    J : (d, d) array_like or torch.Tensor
+    mode : {"J", "J - I"}, default="J"
+        Which operator is factorized.
+
+    Returns
+    -------
+    Q : (d, d) complex ndarray
+        Unitary Schur basis.
+    D : (d,) complex ndarray
+        Eigenvalues of the factorized operator (the Schur diagonal).
+    N : (d, d) complex ndarray
+        Strictly upper-triangular non-normal part; ``||N||_F`` is the Henrici numerator.
+    """
+    if mode not in SCHUR_MODES:
+        raise ValueError(f"`mode` must be one of {SCHUR_MODES}, got {mode!r}")
+    J = _check_square("J", J)
+    T, Q = scipy.linalg.schur(_strip(J, mode == "J - I"), output="complex")
+    return Q, np.diagonal(T).copy(), np.triu(T, 1)
+
+
+def schur_recompose(Q, D, N, alpha, *, mode="J"):
+    """``Q (diag(D) + alpha N) Q^H``, plus I for mode "J - I".
+
+    Parameters
+    ----------
+    Q : (d, d) array_like
+        Unitary basis.
+    D : (d,) array_like
+        Diagonal (eigenvalues).
+    N : (d, d) array_like
+        Strictly upper-triangular part.
+    alpha : float
+        Dose: 0 gives the normal matrix with eigenvalues D, 1 the original.
+    mode : {"J", "J - I"}, default="J"
+
+    Returns
+    -------
+    J_alpha : (d, d) complex ndarray
+    """
+    if mode not in SCHUR_MODES:
+        raise ValueError(f"`mode` must be one of {SCHUR_MODES}, got {mode!r}")
+    Q = np.asarray(Q, dtype=complex)
+    d = Q.shape[0]
+    if Q.shape != (d, d):
+        raise ValueError(f"`Q` must be square (d, d), got shape {Q.shape}")
+    D, N = np.asarray(D, dtype=complex), np.asarray(N, dtype=complex)
+    if D.shape != (d,):
+        raise ValueError(f"`D` must have shape ({d},), got {D.shape}")
+    if N.shape != (d, d):
+        raise ValueError(f"`N` must have shape ({d}, {d}), got {N.shape}")
+    T = alpha * N
+    T[np.diag_indices(d)] += D
+    out = Q @ T @ Q.conj().T
+    if mode == "J - I":
+        out[np.diag_indices(d)] += 1.0
+    return out
+
+
+def random_strict_upper(N, rng):
+    """i.i.d. complex Gaussian strictly upper-triangular matrix with ``||.||_F = ||N||_F``.
+
+    Parameters
+    ----------
+    N : (d, d) array_like
+        Matrix whose Frobenius norm is matched.
+    rng : numpy.random.Generator or int
+        Source of the draw.
+
+    Returns
+    -------
+    R : (d, d) complex ndarray
+        Strictly upper triangular, ``||R||_F = ||N||_F`` (0 if N = 0 or d = 1).
+    """
+    N = np.asarray(N)
+    if N.ndim != 2 or N.shape[0] != N.shape[1]:
+        raise ValueError(f"`N` must be square (d, d), got shape {N.shape}")
+    rng = np.random.default_rng(rng)
+    d = N.shape[0]
+    R = np.triu(rng.standard_normal((d, d)) + 1j * rng.standard_normal((d, d)), 1)
+    norm_R, norm_N = np.linalg.norm(R), np.linalg.norm(N)
+    return R * (norm_N / norm_R) if norm_R > 0 else R
+
+
+def haar_unitary(d, rng):
+    """Haar-random d x d unitary matrix (``scipy.stats.unitary_group``), complex ndarray."""
+    if d < 1:
+        raise ValueError(f"`d` must be >= 1, got {d}")
+    if d == 1:
+        return np.exp(2j * np.pi * np.random.default_rng(rng).random()).reshape(1, 1)
+    return unitary_group.rvs(d, random_state=np.random.default_rng(rng))
+
+
+def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power=1, draws=4, seed=0):
+    """Cumulative effective rank after scaling the non-normal Schur part of every layer.
+
+    For each layer ``J_l = Q (D + N) Q^H`` (complex Schur form) and each dose alpha:
+
+    * dose: ``J_alpha = Q (D + alpha N) Q^H`` - eigenvalues and basis kept, non-normal part
+      scaled (alpha = 0 normal, alpha = 1 the original);
+    * control A: ``Q (D + alpha R) Q^H`` with R i.i.d. complex Gaussian strictly upper
+      triangular, ``||R||_F = ||N||_F`` - keeps the eigenvalues, the basis and the Frobenius mass
+      (hence the Henrici departure) but not the structure of N;
+    * control B: ``W (D + alpha N) W^H`` with W Haar-random unitary - unitarily similar to
+      ``J_alpha``, so it keeps the eigenvalues, the singular values, ``||.||_F`` and the Henrici
+      departure of every layer, and replaces only the basis (how layers line up).
+
+    The stack is recomposed and :func:`cumulative_effective_rank` computed from every start
+    layer. Random matrices are drawn per (draw, layer) from ``default_rng([seed, draw, layer])``
+    and reused across the alpha grid.
+
+    Parameters
+    ----------
+    Js : (L, d, d) array_like or torch.Tensor, or list of (d, d)
+        Per-layer mean Jacobians (real).
+    alphas : sequence of float, default=(0, 0.25, 0.5, 0.75, 1, 1.5)
+    mode : {"J", "J - I"}, default="J"
+        "J - I": factorize the residual operator ``J - I = Q (D + N) Q^H``, scale N and add I
+        back. In exact arithmetic this is the same as mode "J" (J and J - I share Q and N);
+        it differs only through the non-uniqueness of the numerical Schur form (eigenvalue
+        order), which changes N for alpha not in {0, 1}.
+    rank : int, optional
+        Truncation rank, default ``min(256, d)``.
+    power : {1, 2}, default=1
+    draws : int, default=4
+        Random draws per layer for each control (0 skips the controls).
+    seed : int, default=0
+
+    Returns
+    -------
+    result : dict
+        ``"alphas"``: (A,) ndarray;
+        ``"dose"``: (A, L) effective rank of ``J_{l->L}`` per alpha and start layer;
+        ``"dose_log_frobenius"``: (A, L);
+        ``"control_a"``, ``"control_b"``: (draws, A, L) effective ranks.
+
+    Notes
+    -----
+    Why complex and not real. For real J with complex eigenvalues, ``Q D Q^H`` is complex, so
+    ``J_alpha`` is complex for alpha != 1; its real part would change the eigenvalues and
+    destroy normality at alpha = 0. The real Schur form (quasi-triangular, 2 x 2 blocks) keeps
+    everything real, but its 2 x 2 blocks ``[[a, b], [c, a]]`` are themselves non-normal when
+    ``|b| != |c|``, so zeroing the strictly block-upper part does not give a normal matrix at
+    alpha = 0. Controls A (complex Gaussian R) and B (complex Haar W) are complex anyway. So all
+    operators stay complex; the cumulative product and its singular values are computed in
+    complex128 (effective rank is defined by singular values, which are real). At alpha = 1 the
+    real J is recovered to rounding.
+    """
+    if mode not in SCHUR_MODES:
+        raise ValueError(f"`mode` must be one of {SCHUR_MODES}, got {mode!r}")
+    _check_power(power)
+    Js = _check_stack("Js", Js)
+    alphas = np.asarray(alphas, dtype=float)
+    if alphas.ndim != 1 or alphas.size == 0:
+        raise ValueError(f"`alphas` must be a non-empty 1-D sequence, got shape {alphas.shape}")
+    if draws < 0:
+        raise ValueError(f"`draws` must be >= 0, got {draws}")
+    L, d = Js.shape[0], Js.shape[1]
+    r = _check_rank(rank, d)
+    A = alphas.size
+    # one running product per (construction, draw, alpha); layers streamed backward so each
+    # Schur form is computed once and no per-layer factors are stored
+    dose = [_BackwardProduct(r) for _ in range(A)]
+    ctrl_a = [[_BackwardProduct(r) for _ in range(A)] for _ in range(draws)]
+    ctrl_b = [[_BackwardProduct(r) for _ in range(A)] for _ in range(draws)]
+    out = {
+        "alphas": alphas,
+        "dose": np.empty((A, L)),
+        "dose_log_frobenius": np.empty((A, L)),
+        "control_a": np.empty((draws, A, L)),
+        "control_b": np.empty((draws, A, L)),
+    }
+    for layer in range(L - 1, -1, -1):
+        Q, D, N = schur_parts(Js[layer], mode=mode)
+        for i, alpha in enumerate(alphas):
+            s, out["dose_log_frobenius"][i, layer] = dose[i].push(schur_recompose(Q, D, N, alpha, mode=mode))
+            out["dose"][i, layer] = effective_rank(s, power=power)
+        for j in range(draws):
+            rng = np.random.default_rng([seed, j, layer])
+            R = random_strict_upper(N, rng)
+            W = haar_unitary(d, rng)
+            for i, alpha in enumerate(alphas):
+                s, _ = ctrl_a[j][i].push(schur_recompose(Q, D, R, alpha, mode=mode))
+                out["control_a"][j, i, layer] = effective_rank(s, power=power)
+                s, _ = ctrl_b[j][i].push(schur_recompose(W, D, N, alpha, mode=mode))
+                out["control_b"][j, i, layer] = effective_rank(s, power=power)
+    return out
+
+
+# --------------------------------------------------------------------------- depth regimes
+
+
+def depth_regimes(n_layers, *, boundaries=None, fractions=None):
+    """Label each layer "early", "mid" or "late".
+
+    Parameters
+    ----------
+    n_layers : int
+        L >= 1.
+    boundaries : (int, int), optional
+        ``(b1, b2)``: layers ``[0, b1)`` early, ``[b1, b2)`` mid, ``[b2, L)`` late;
+        ``0 <= b1 <= b2 <= L``. The paper's 32-layer split 0-4 / 5-19 / 20-31 is ``(5, 20)``.
+    fractions : (float, float), optional
+        ``(f1, f2)`` in [0, 1], converted to ``boundaries = round(f * L)``. Default (neither
+        given): ``(5/32, 20/32)``, the paper's split scaled to L.
+
+    Returns
+    -------
+    labels : (L,) ndarray of str
+    """
+    if n_layers < 1:
+        raise ValueError(f"`n_layers` must be >= 1, got {n_layers}")
+    if boundaries is not None and fractions is not None:
+        raise ValueError("give `boundaries` or `fractions`, not both")
+    if boundaries is None:
+        fractions = (PAPER_BOUNDARIES[0] / 32, PAPER_BOUNDARIES[1] / 32) if fractions is None else fractions
+        if len(fractions) != 2 or not 0 <= fractions[0] <= fractions[1] <= 1:
+            raise ValueError(f"`fractions` must be (f1, f2) with 0 <= f1 <= f2 <= 1, got {fractions}")
+        boundaries = tuple(int(round(f * n_layers)) for f in fractions)
+    if len(boundaries) != 2 or not 0 <= boundaries[0] <= boundaries[1] <= n_layers:
+        raise ValueError(f"`boundaries` must be (b1, b2) with 0 <= b1 <= b2 <= {n_layers}, got {boundaries}")
+    index = np.arange(n_layers)
+    labels = np.full(n_layers, "mid", dtype=object)
+    labels[index < boundaries[0]] = "early"
+    labels[index >= boundaries[1]] = "late"
+    return labels.astype(str)
+
+
+def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000):
+    """Per-layer table of the mean-Jacobian statistics, for J and J - I.
+
+    Parameters
+    ----------
+    Js : (L, d, d) array_like or torch.Tensor, or list of (d, d)
+        Per-layer mean Jacobians (real).
+    k, tol, method, seed, draws
+        See :func:`eigen_stats` and :func:`alignment_profile`.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        Index ``layer`` 0..L-1. Columns ``spectral_radius``, ``frac_expanding``,
+        ``frac_complex``, ``henrici``, ``self_alignment``, ``forward_alignment`` (NaN for the last
+        layer), each also with suffix ``_res`` for J - I, and ``residual_norm_ratio``. The
+        alignment baselines are in ``table.attrs`` (``baseline_mean``, ``baseline_sd``).
+    """
+    import pandas as pd
+
+    Js = _check_stack("Js", Js)
+    rows = {}
+    for suffix, residual in (("", False), ("_res", True)):
+        eig = [eigen_stats(J, residual=residual, tol=tol) for J in Js]
+        rows["spectral_radius" + suffix] = [e["spectral_radius"] for e in eig]
+        rows["frac_expanding" + suffix] = [e["frac_expanding"] for e in eig]
+        rows["frac_complex" + suffix] = [e["frac_complex"] for e in eig]
+        rows["henrici" + suffix] = [
+            henrici_departure(J, residual=residual, eigenvalues=e["eigenvalues"]) for J, e in zip(Js, eig)
+        ]
+        align = alignment_profile(Js, k=k, residual=residual, method=method, seed=seed, draws=draws)
+        rows["self_alignment" + suffix] = align["self"]
+        rows["forward_alignment" + suffix] = np.append(align["forward"], np.nan)
+    rows["residual_norm_ratio"] = [residual_norm_ratio(J) for J in Js]
+    table = pd.DataFrame(rows, index=pd.RangeIndex(Js.shape[0], name="layer"))
+    table.attrs["baseline_mean"] = align["baseline_mean"]
+    table.attrs["baseline_sd"] = align["baseline_sd"]
+    return table
+
+
+def regime_summary(stats, regimes):
+    """Mean of each per-layer statistic within each depth regime.
+
+    Parameters
+    ----------
+    stats : pandas.DataFrame or mapping of str -> (L,) array_like
+        One row (entry) per layer; NaNs (e.g. forward alignment of the last layer) are skipped.
+    regimes : (L,) array_like of str
+        Labels from :func:`depth_regimes`.
+
+    Returns
+    -------
+    summary : pandas.DataFrame
+        Index ``regime`` in the order early, mid, late (regimes without layers omitted), one
+        column per statistic, plus ``n_layers``.
+    """
+    import pandas as pd
+
+    table = stats if isinstance(stats, pd.DataFrame) else pd.DataFrame({k: np.asarray(v) for k, v in stats.items()})
+    regimes = np.asarray(regimes)
+    if regimes.shape != (len(table),):
+        raise ValueError(f"`regimes` must have shape ({len(table)},) like the stats, got {regimes.shape}")
+    unknown = set(regimes) - set(REGIMES)
+    if unknown:
+        raise ValueError(f"`regimes` must hold labels from {REGIMES}, got {sorted(unknown)}")
+    grouped = table.reset_index(drop=True).groupby(pd.Series(regimes, name="regime"), sort=False)
+    summary = grouped.mean(numeric_only=True)
+    summary["n_layers"] = grouped.size()
+    order = [r for r in REGIMES if r in summary.index]
+    return summary.loc[order]
