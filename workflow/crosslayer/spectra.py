@@ -449,7 +449,22 @@ class _BackwardProduct:
 
     def push(self, J):
         """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
-        M = J if self.s is None else self.s[:, None] * (self.vh @ J)
+        return self._absorb(J if self.s is None else self.s[:, None] * (self.vh @ J))
+
+    def push_schur(self, Q, D, N, alpha, mode):
+        """Like ``push(schur_recompose(Q, D, N, alpha, mode=mode))`` without forming the d x d
+        matrix: ``V^H Q (D + alpha N) Q^H`` costs three r x d x d products instead of two
+        d x d x d ones."""
+        if self.s is None:
+            return self.push(schur_recompose(Q, D, N, alpha, mode=mode))
+        T = alpha * N
+        T[np.diag_indices(T.shape[0])] += D
+        Z = ((self.vh @ Q) @ T) @ Q.conj().T
+        if mode == "J - I":
+            Z += self.vh
+        return self._absorb(self.s[:, None] * Z)
+
+    def _absorb(self, M):
         _, s, vh = np.linalg.svd(M, full_matrices=False)
         self.s, self.vh = s[: self.rank], vh[: self.rank]
         top = self.s[0]
@@ -688,16 +703,16 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
     for layer in range(L - 1, -1, -1):
         Q, D, N = schur_parts(Js[layer], mode=mode)
         for i, alpha in enumerate(alphas):
-            s, out["dose_log_frobenius"][i, layer] = dose[i].push(schur_recompose(Q, D, N, alpha, mode=mode))
+            s, out["dose_log_frobenius"][i, layer] = dose[i].push_schur(Q, D, N, alpha, mode)
             out["dose"][i, layer] = effective_rank(s, power=power)
         for j in range(draws):
             rng = np.random.default_rng([seed, j, layer])
             R = random_strict_upper(N, rng)
             W = haar_unitary(d, rng)
             for i, alpha in enumerate(alphas):
-                s, _ = ctrl_a[j][i].push(schur_recompose(Q, D, R, alpha, mode=mode))
+                s, _ = ctrl_a[j][i].push_schur(Q, D, R, alpha, mode)
                 out["control_a"][j, i, layer] = effective_rank(s, power=power)
-                s, _ = ctrl_b[j][i].push(schur_recompose(W, D, N, alpha, mode=mode))
+                s, _ = ctrl_b[j][i].push_schur(W, D, N, alpha, mode)
                 out["control_b"][j, i, layer] = effective_rank(s, power=power)
     return out
 
@@ -799,7 +814,10 @@ def regime_summary(stats, regimes):
     """
     import pandas as pd
 
-    table = stats if isinstance(stats, pd.DataFrame) else pd.DataFrame({k: np.asarray(v) for k, v in stats.items()})
+    if isinstance(stats, pd.DataFrame):
+        table = stats
+    else:
+        table = pd.DataFrame({name: np.asarray(values) for name, values in stats.items()})
     regimes = np.asarray(regimes)
     if regimes.shape != (len(table),):
         raise ValueError(f"`regimes` must have shape ({len(table)},) like the stats, got {regimes.shape}")
