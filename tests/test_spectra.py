@@ -101,10 +101,11 @@ def test_rotation_only_matrix_is_all_complex_pairs():
     J = np.zeros((6, 6))
     for i, theta in enumerate([0.3, 1.0, 2.0]):
         J[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = rotation(theta)
-    stats = S.eigen_stats(J)
+    stats = S.eigen_stats(0.9 * J)
     assert stats["frac_complex"] == 1.0
-    assert stats["spectral_radius"] == pytest.approx(1.0)
-    assert stats["frac_expanding"] == 0.0  # |lambda| = 1 is not > 1 (to rounding)
+    assert stats["spectral_radius"] == pytest.approx(0.9)
+    assert stats["frac_expanding"] == 0.0
+    assert S.eigen_stats(1.1 * J)["frac_expanding"] == 1.0
 
 
 def test_one_rotation_block_gives_one_pair():

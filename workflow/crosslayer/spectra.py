@@ -85,10 +85,11 @@ def _check_square(name, J):
     return J
 
 
-def _check_stack(name, Js, *, min_count=1):
-    """(n, d, d) array in float64/complex128; a single (d, d) matrix becomes n = 1."""
+def _check_stack(name, Js, *, min_count=1, cast=True):
+    """(n, d, d) array in float64/complex128 (input dtype if not cast); (d, d) becomes n = 1."""
     Js = _to_numpy(Js) if not isinstance(Js, (list, tuple)) else np.stack([_to_numpy(J) for J in Js])
-    Js = _as_float(Js)
+    if cast:
+        Js = _as_float(Js)
     if Js.ndim == 2:
         Js = Js[None]
     if Js.ndim != 3 or Js.shape[1] != Js.shape[2] or Js.shape[1] == 0:
@@ -155,10 +156,10 @@ def participation_ratio(J, *, residual=False, chunk=16):
     """
     if chunk < 1:
         raise ValueError(f"`chunk` must be >= 1, got {chunk}")
-    J = _check_stack("J", J)
+    J = _check_stack("J", J, cast=False)
     out = np.empty(J.shape[0])
     for start in range(0, J.shape[0], chunk):
-        block = _strip(J[start : start + chunk], residual)
+        block = _strip(_as_float(J[start : start + chunk]), residual)
         fro2 = np.einsum("bij,bij->b", block.conj(), block).real
         gram = np.conj(np.swapaxes(block, 1, 2)) @ block
         gram2 = np.einsum("bij,bij->b", gram.conj(), gram).real
@@ -208,11 +209,7 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16):
     """
     if chunk < 1:
         raise ValueError(f"`chunk` must be >= 1, got {chunk}")
-    Jn = _to_numpy(J) if not isinstance(J, (list, tuple)) else np.stack([_to_numpy(x) for x in J])
-    if Jn.ndim == 2:
-        Jn = Jn[None]
-    if Jn.ndim != 3 or Jn.shape[1] != Jn.shape[2] or Jn.shape[1] == 0:
-        raise ValueError(f"`J` must be (n, d, d) or (d, d) square matrices, got shape {Jn.shape}")
+    Jn = _check_stack("J", J, cast=False)
     parts = {"frobenius": [], "participation_ratio": []}
     if condition:
         parts["condition_number"] = []
