@@ -38,7 +38,10 @@ import torch
 
 from crosslayer.errors import CheckpointError
 
-__all__ = ["SUPPORTED_MODEL_TYPES", "Geometry", "WeightReader", "open_checkpoint"]
+__all__ = [
+    "SUPPORTED_MODEL_TYPES", "BlockParts", "Geometry", "NormParts", "WeightReader", "adapter_for",
+    "open_checkpoint",
+]
 
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -74,6 +77,138 @@ class Geometry:
     mlp_activation: str
     gated_mlp: bool
     parallel_attn_mlp: bool
+
+
+# --------------------------------------------------------------------------- block parts
+
+
+@dataclass(frozen=True)
+class NormParts:
+    """One normalization layer, canonical.
+
+    Attributes
+    ----------
+    kind : str
+        ``"layernorm"`` (``gamma * (x - mean) / sqrt(var + eps) + beta``) or ``"rmsnorm"``
+        (``gamma * x / sqrt(mean(x^2) + eps)``).
+    weight : torch.Tensor
+        ``(d,)`` gain gamma.
+    bias : torch.Tensor or None
+        ``(d,)`` shift beta (LayerNorm only; None when absent).
+    eps : float
+    """
+
+    kind: str
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    eps: float
+
+
+@dataclass(frozen=True)
+class BlockParts:
+    """What the closed-form single-token Jacobian of one block needs, for any family.
+
+    All tensors are detached float32 in PyTorch ``(out, in)`` layout, on the block's device.
+    A block computes, with ``A(v) = W_o (W_v v + b_v) + b_o`` (one-token attention: the
+    softmax over a single key is exactly 1, so queries, keys and positions drop out) and
+    ``M(v) = W_down act(W_up v + b_up) + b_down`` (gated: ``W_down (act(W_gate v + b_gate) *
+    (W_up v + b_up)) + b_down``)::
+
+        attn(v) = post_a(A(pre_a(v)))          mlp(v) = post_m(M(pre_m(v)))
+        parallel:   out = x + attn(x) + mlp(x)
+        sequential: h = x + attn(x);  out = h + mlp(h)
+
+    where a missing norm (None) is the identity.
+
+    Attributes
+    ----------
+    d_model, n_heads, n_kv_heads, head_dim : int
+        Query head ``h`` reads value head ``h // (n_heads // n_kv_heads)`` (GQA).
+    w_v : ``(n_kv_heads * head_dim, d)``; b_v : ``(n_kv_heads * head_dim,)`` or None
+    w_o : ``(d, n_heads * head_dim)``; b_o : ``(d,)`` or None
+    w_up : ``(d_ff, d)``; b_up : ``(d_ff,)`` or None
+    w_gate : ``(d_ff, d)`` or None (non-gated MLP); b_gate : ``(d_ff,)`` or None
+    w_down : ``(d, d_ff)``; b_down : ``(d,)`` or None
+    activation : str
+        Canonical name: ``"gelu"`` (exact, erf), ``"gelu_tanh"`` (tanh approximation),
+        ``"silu"``, ``"relu"``.
+    attn_pre_norm, attn_post_norm, mlp_pre_norm, mlp_post_norm : NormParts or None
+        Norm on the sublayer's input (pre) or on its output before the residual add (post).
+    parallel : bool
+        Attention and MLP both read the block input (GPT-NeoX ``use_parallel_residual``).
+    """
+
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    w_v: torch.Tensor
+    b_v: torch.Tensor | None
+    w_o: torch.Tensor
+    b_o: torch.Tensor | None
+    w_up: torch.Tensor
+    b_up: torch.Tensor | None
+    w_down: torch.Tensor
+    b_down: torch.Tensor | None
+    activation: str
+    w_gate: torch.Tensor | None = None
+    b_gate: torch.Tensor | None = None
+    attn_pre_norm: NormParts | None = None
+    attn_post_norm: NormParts | None = None
+    mlp_pre_norm: NormParts | None = None
+    mlp_post_norm: NormParts | None = None
+    parallel: bool = False
+
+    @property
+    def gated(self) -> bool:
+        return self.w_gate is not None
+
+    @property
+    def d_ff(self) -> int:
+        return self.w_up.shape[0]
+
+
+# transformers' activation names -> the canonical ones the closed form implements
+_ACTIVATIONS = {
+    "gelu": "gelu", "gelu_python": "gelu",
+    "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_python_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "silu": "silu", "swish": "silu",
+    "relu": "relu",
+}
+
+
+def _activation(name, model_type):
+    if name not in _ACTIVATIONS:
+        raise NotImplementedError(
+            f"{model_type}: MLP activation '{name}' has no closed-form Jacobian here; "
+            f"supported: {', '.join(sorted(_ACTIVATIONS))}")
+    return _ACTIVATIONS[name]
+
+
+def _t(tensor):
+    """A parameter as a detached float32 tensor (None stays None)."""
+    return None if tensor is None else tensor.detach().to(torch.float32)
+
+
+def _layernorm(module):
+    return NormParts("layernorm", _t(module.weight), _t(module.bias), float(module.eps))
+
+
+def _rmsnorm(module):
+    eps = getattr(module, "variance_epsilon", None)
+    if eps is None:
+        eps = module.eps
+    return NormParts("rmsnorm", _t(module.weight), None, float(eps))
+
+
+def _linear_parts(module):
+    return _t(module.weight), _t(module.bias)
+
+
+def _conv1d_parts(module):
+    """GPT-2 ``Conv1D``: ``y = x @ W + b`` with ``W`` stored ``(in, out)``."""
+    return _t(module.weight).T.contiguous(), _t(module.bias)
 
 
 # --------------------------------------------------------------------------- families
@@ -143,6 +278,49 @@ class FamilyAdapter:
         """Canonical name -> stored tensor, for every projection this family has."""
         raise NotImplementedError
 
+    # ----------------------------------------------------------------- loaded models
+
+    def blocks(self, model) -> list:
+        """The decoder blocks of a loaded transformers model (bare or with a head), in order."""
+        stem = self.layer_key.rsplit(".", 1)[0]  # "layers", "h", "encoder.layer"
+        module = model.base_model
+        for name in stem.split("."):
+            module = getattr(module, name)
+        return list(module)
+
+    def block_parts(self, block) -> BlockParts:
+        """The canonical :class:`BlockParts` of one loaded block (what single-token
+        Jacobians need)."""
+        raise NotImplementedError(
+            f"{self.model_type}: single-token block Jacobians are not implemented for this family")
+
+    def single_token_forward(self, model, block):
+        """A callable ``f(h) -> out`` running ``block`` exactly as ``model`` does, on
+        ``h`` of shape ``(1, 1, d)`` taken as a one-token sequence at position 0; ``out`` is
+        the block's output hidden state, same shape."""
+        raise NotImplementedError(
+            f"{self.model_type}: single-token block forward is not implemented for this family")
+
+
+def _rotary_forward(model, block):
+    """Forward of a RoPE decoder layer at position 0, as the model's own forward calls it."""
+    param = next(block.parameters())
+    position_ids = torch.zeros(1, 1, dtype=torch.long, device=param.device)
+    with torch.no_grad():
+        dummy = torch.zeros(1, 1, model.config.hidden_size, dtype=param.dtype, device=param.device)
+        cos, sin = model.base_model.rotary_emb(dummy, position_ids=position_ids)
+
+    def forward(h):
+        out = block(h, attention_mask=None, position_ids=position_ids, position_embeddings=(cos, sin))
+        return out[0] if isinstance(out, tuple) else out
+
+    return forward
+
+
+def _attention_parts(w_v, b_v, w_o, b_o, g):
+    return dict(d_model=g.d_model, n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim,
+                w_v=w_v, b_v=b_v, w_o=w_o, b_o=b_o)
+
 
 def _heads(config):
     """(n_heads, n_kv_heads, head_dim) with the usual transformers defaults."""
@@ -175,6 +353,30 @@ class GPTNeoXAdapter(FamilyAdapter):
             "down": _linear("mlp.dense_4h_to_h.weight", g.d_model, g.d_ff),
         }
 
+    def _fused_v(self, attention):
+        """Value rows of the fused per-head QKV (weight and bias)."""
+        g = self.geometry
+        nh, hd, d = g.n_heads, g.head_dim, g.d_model
+        w, b = _linear_parts(attention.query_key_value)
+        w_v = w.view(nh, 3, hd, d)[:, 2].reshape(nh * hd, d)
+        b_v = None if b is None else b.view(nh, 3, hd)[:, 2].reshape(nh * hd)
+        return w_v, b_v
+
+    def block_parts(self, block):
+        g = self.geometry
+        w_v, b_v = self._fused_v(block.attention)
+        w_o, b_o = _linear_parts(block.attention.dense)
+        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
+        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
+        return BlockParts(
+            **_attention_parts(w_v, b_v, w_o, b_o, g), w_up=w_up, b_up=b_up, w_down=w_down, b_down=b_down,
+            activation=_activation(self.config.hidden_act, self.model_type),
+            attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm),
+            parallel=bool(block.use_parallel_residual))
+
+    def single_token_forward(self, model, block):
+        return _rotary_forward(model, block)
+
 
 class LlamaAdapter(FamilyAdapter):
     """Llama, TinyLlama, SmolLM: separate q/k/v (GQA), SwiGLU MLP."""
@@ -200,11 +402,38 @@ class LlamaAdapter(FamilyAdapter):
             "down": _linear("mlp.down_proj.weight", d, g.d_ff),
         }
 
+    def _weights(self, block):
+        attn, mlp = block.self_attn, block.mlp
+        w_v, b_v = _linear_parts(attn.v_proj)
+        w_o, b_o = _linear_parts(attn.o_proj)
+        w_gate, b_gate = _linear_parts(mlp.gate_proj)
+        w_up, b_up = _linear_parts(mlp.up_proj)
+        w_down, b_down = _linear_parts(mlp.down_proj)
+        return dict(**_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_gate=w_gate, b_gate=b_gate,
+                    w_up=w_up, b_up=b_up, w_down=w_down, b_down=b_down,
+                    activation=_activation(self.config.hidden_act, self.model_type))
+
+    def block_parts(self, block):
+        """Pre-norm RMSNorm before attention (``input_layernorm``) and before the MLP
+        (``post_attention_layernorm``, despite its name)."""
+        return BlockParts(**self._weights(block), attn_pre_norm=_rmsnorm(block.input_layernorm),
+                          mlp_pre_norm=_rmsnorm(block.post_attention_layernorm))
+
+    def single_token_forward(self, model, block):
+        return _rotary_forward(model, block)
+
 
 class Olmo2Adapter(LlamaAdapter):
     """OLMo 2: Llama projection names; its q_norm/k_norm act after q/k (not read yet)."""
 
     model_type = "olmo2"
+
+    def block_parts(self, block):
+        """No input norms: RMSNorm on each sublayer's *output* before the residual add
+        (``post_attention_layernorm``, ``post_feedforward_layernorm``). q_norm/k_norm do
+        not matter for one token."""
+        return BlockParts(**self._weights(block), attn_post_norm=_rmsnorm(block.post_attention_layernorm),
+                          mlp_post_norm=_rmsnorm(block.post_feedforward_layernorm))
 
 
 class BloomAdapter(GPTNeoXAdapter):
@@ -219,6 +448,32 @@ class BloomAdapter(GPTNeoXAdapter):
         nh, _, hd = _heads(c)
         d = c.hidden_size
         return Geometry("bloom", c.num_hidden_layers, d, 4 * d, nh, nh, hd, "gelu_new", False, False)
+
+    def block_parts(self, block):
+        """Pre-norm LayerNorms, sequential; GELU tanh approximation (``bloom_gelu_forward``)."""
+        if block.apply_residual_connection_post_layernorm:
+            raise NotImplementedError(
+                "bloom: apply_residual_connection_post_layernorm=True (residual taken after the norm) "
+                "is not supported for single-token Jacobians")
+        w_v, b_v = self._fused_v(block.self_attention)
+        w_o, b_o = _linear_parts(block.self_attention.dense)
+        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
+        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
+        return BlockParts(
+            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
+            b_down=b_down, activation="gelu_tanh", attn_pre_norm=_layernorm(block.input_layernorm),
+            mlp_pre_norm=_layernorm(block.post_attention_layernorm))
+
+    def single_token_forward(self, model, block):
+        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+        param = next(block.parameters())
+        alibi = build_alibi_tensor(torch.ones(1, 1, device=param.device), self.geometry.n_heads, param.dtype)
+
+        def forward(h):
+            return block(h, alibi=alibi, attention_mask=None)[0]
+
+        return forward
 
 
 class GPT2Adapter(FamilyAdapter):
@@ -244,6 +499,27 @@ class GPT2Adapter(FamilyAdapter):
             "down": _conv1d("mlp.c_proj.weight", g.d_model, g.d_ff),
         }
 
+    def block_parts(self, block):
+        """Pre-norm LayerNorms ``ln_1``/``ln_2``, sequential; Conv1D weights transposed."""
+        g = self.geometry
+        width = g.n_heads * g.head_dim
+        w_qkv, b_qkv = _conv1d_parts(block.attn.c_attn)  # (3 width, d): q, k, v stacked
+        w_o, b_o = _conv1d_parts(block.attn.c_proj)
+        w_up, b_up = _conv1d_parts(block.mlp.c_fc)
+        w_down, b_down = _conv1d_parts(block.mlp.c_proj)
+        b_v = None if b_qkv is None else b_qkv[2 * width:]
+        return BlockParts(
+            **_attention_parts(w_qkv[2 * width:], b_v, w_o, b_o, g), w_up=w_up, b_up=b_up, w_down=w_down,
+            b_down=b_down, activation=_activation(self.config.activation_function, self.model_type),
+            attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
+
+    def single_token_forward(self, model, block):
+        def forward(h):
+            out = block(h, attention_mask=None)
+            return out[0] if isinstance(out, tuple) else out
+
+        return forward
+
 
 class BertAdapter(FamilyAdapter):
     """BERT encoder blocks (post-norm, sequential)."""
@@ -268,12 +544,33 @@ class BertAdapter(FamilyAdapter):
             "down": _linear("output.dense.weight", d, g.d_ff),
         }
 
+    def block_parts(self, block):
+        raise NotImplementedError(
+            "bert: single-token block Jacobians are not implemented for post-norm encoder blocks "
+            "(supported: gpt_neox, llama, olmo2, bloom, gpt2)")
+
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
     for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, BloomAdapter, GPT2Adapter, BertAdapter)
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
+
+
+def adapter_for(model_or_config) -> FamilyAdapter:
+    """The :class:`FamilyAdapter` of a loaded transformers model or of its config.
+
+    Raises
+    ------
+    NotImplementedError
+        ``model_type`` is not one of ``SUPPORTED_MODEL_TYPES``.
+    """
+    config = getattr(model_or_config, "config", model_or_config)
+    model_type = getattr(config, "model_type", None)
+    if model_type not in ADAPTERS:
+        raise NotImplementedError(
+            f"unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
+    return ADAPTERS[model_type](config)
 
 
 # --------------------------------------------------------------------------- storage

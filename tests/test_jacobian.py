@@ -1,0 +1,186 @@
+"""Closed-form single-token block Jacobians against autograd of the real transformers blocks."""
+
+import pytest
+import torch
+
+from crosslayer.adapters import adapter_for
+from crosslayer.jacobian import (
+    block_jacobians,
+    block_jacobians_autograd,
+    iter_block_jacobians,
+    mean_jacobian,
+    single_token_block_fn,
+)
+
+transformers = pytest.importorskip("transformers")
+
+D = 64
+
+
+def _config(family):
+    """A tiny config of one family: (model_type, config); odd shapes on purpose."""
+    common = dict(vocab_size=37, num_hidden_layers=2)
+    if family in ("gpt_neox", "gpt_neox_sequential"):
+        return transformers.GPTNeoXConfig(
+            **common, hidden_size=D, num_attention_heads=4, intermediate_size=4 * D, hidden_act="gelu",
+            use_parallel_residual=family == "gpt_neox", rotary_pct=0.25, attention_bias=True)
+    if family == "llama":
+        return transformers.LlamaConfig(
+            **common, hidden_size=D, num_attention_heads=8, num_key_value_heads=2, intermediate_size=172,
+            hidden_act="silu", rms_norm_eps=1e-5)
+    if family == "llama_bias":
+        return transformers.LlamaConfig(
+            **common, hidden_size=D, num_attention_heads=4, num_key_value_heads=4, intermediate_size=96,
+            hidden_act="silu", attention_bias=True, mlp_bias=True)
+    if family == "olmo2":
+        return transformers.Olmo2Config(
+            **common, hidden_size=D, num_attention_heads=4, num_key_value_heads=2, intermediate_size=150,
+            hidden_act="silu", rms_norm_eps=1e-6, pad_token_id=1,
+            bos_token_id=None, eos_token_id=None)
+    if family == "bloom":
+        return transformers.BloomConfig(vocab_size=37, n_layer=2, hidden_size=D, n_head=4)
+    if family == "gpt2":
+        return transformers.GPT2Config(vocab_size=37, n_layer=2, n_embd=D, n_head=4, n_positions=16,
+                                       activation_function="gelu_new")
+    raise KeyError(family)
+
+
+FAMILIES = ["gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "bloom", "gpt2"]
+
+
+def _model(family, seed=0):
+    torch.manual_seed(seed)
+    config = _config(family)
+    config._attn_implementation = "eager"
+    model = transformers.AutoModel.from_config(config).to(torch.float32).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():  # nothing trivially identity or zero
+            if "norm" in name or name.split(".")[-2].startswith("ln"):
+                p.copy_(1.0 + 0.3 * torch.randn_like(p) if name.endswith("weight") else 0.2 * torch.randn_like(p))
+            elif p.ndim == 1:
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / p.shape[-1] ** 0.5)
+    return model
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def family_model(request):
+    return request.param, _model(request.param)
+
+
+def _rel(a, b):
+    return float(torch.linalg.norm((a - b).flatten()) / torch.linalg.norm(b.flatten()))
+
+
+def test_closed_form_equals_autograd_of_the_real_block(family_model):
+    family, model = family_model
+    adapter = adapter_for(model)
+    blocks = adapter.blocks(model)
+    assert len(blocks) == 2
+    torch.manual_seed(1)
+    x = 2.0 * torch.randn(3, D) + 0.5
+    for layer, block in enumerate(blocks):
+        parts = adapter.block_parts(block)
+        assert parts.parallel == (family == "gpt_neox")
+        J = block_jacobians(parts, x, layer=layer)
+        ref = block_jacobians_autograd(single_token_block_fn(block, model), x)
+        assert J.shape == ref.shape == (3, D, D) and J.dtype == torch.float32
+        assert _rel(J, ref) <= 1e-5, (family, layer, _rel(J, ref))
+        assert _rel(J - torch.eye(D), ref - torch.eye(D)) <= 1e-5, (family, layer)  # residual part too
+
+
+def test_one_token_attention_is_w_o_w_v_after_the_norm(family_model):
+    """The claim the closed form rests on: over one key, attention(n) = W_o (W_v n + b_v) + b_o."""
+    family, model = family_model
+    adapter = adapter_for(model)
+    block = adapter.blocks(model)[0]
+    parts = adapter.block_parts(block)
+    torch.manual_seed(2)
+    x = torch.randn(1, 1, D)
+    with torch.no_grad():
+        if family in ("gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2"):
+            attn = block.attention if family.startswith("gpt_neox") else block.self_attn
+            pos = torch.zeros(1, 1, dtype=torch.long)
+            cos, sin = model.rotary_emb(x, position_ids=pos)
+            got = attn(x, attention_mask=None, position_ids=pos, position_embeddings=(cos, sin))[0]
+        elif family == "bloom":
+            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+            alibi = build_alibi_tensor(torch.ones(1, 1), 4, torch.float32)
+            got = block.self_attention(x, torch.zeros_like(x), alibi=alibi, attention_mask=None)[0]
+        else:
+            got = block.attn(x, attention_mask=None)[0]
+    rep = parts.n_heads // parts.n_kv_heads
+    w_v = parts.w_v.view(parts.n_kv_heads, parts.head_dim, D).repeat_interleave(rep, 0).reshape(-1, D)
+    b_v = torch.zeros(w_v.shape[0]) if parts.b_v is None else (
+        parts.b_v.view(parts.n_kv_heads, parts.head_dim).repeat_interleave(rep, 0).reshape(-1))
+    want = parts.w_o @ (w_v @ x.reshape(D) + b_v) + (0 if parts.b_o is None else parts.b_o)
+    assert _rel(got.reshape(D), want) <= 1e-5
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox_sequential"])
+def test_batched_chunked_and_mean(family):
+    model = _model(family, seed=3)
+    adapter = adapter_for(model)
+    parts = adapter.block_parts(adapter.blocks(model)[1])
+    torch.manual_seed(4)
+    x = torch.randn(7, D)
+    J = block_jacobians(parts, x)
+    single = torch.cat([block_jacobians(parts, x[i : i + 1]) for i in range(7)])
+    assert torch.allclose(J, single, rtol=1e-5, atol=1e-6)
+    for chunk_bytes in (1, 3 * 4 * (4 * D * D + D * parts.d_ff + 4 * parts.d_ff)):  # 1 and 3 samples a chunk
+        starts = [s for s, _ in iter_block_jacobians(parts, x, chunk_bytes=chunk_bytes)]
+        assert starts == (list(range(7)) if chunk_bytes == 1 else [0, 3, 6])
+        assert torch.allclose(block_jacobians(parts, x, chunk_bytes=chunk_bytes), J, rtol=1e-5, atol=1e-6)
+    mean = mean_jacobian(parts, x, chunk_bytes=1)
+    assert mean.dtype == torch.float64 and mean.shape == (D, D)
+    assert torch.allclose(mean, single.double().mean(0), rtol=1e-12, atol=1e-14)  # same samples, float64 sum
+    assert torch.allclose(mean_jacobian(parts, x), J.double().mean(0), rtol=1e-12, atol=1e-14)
+
+
+def test_autograd_methods_agree():
+    model = _model("llama", seed=5)
+    adapter = adapter_for(model)
+    block = adapter.blocks(model)[0]
+    fn = single_token_block_fn(block, model)
+    x = torch.randn(2, D)
+    ref = block_jacobians_autograd(fn, x)
+    for method in ("vectorized", "jacrev"):
+        assert _rel(block_jacobians_autograd(fn, x, method=method), ref) <= 1e-6
+    with pytest.raises(ValueError, match="unknown method"):
+        block_jacobians_autograd(fn, x, method="nope")
+
+
+def test_non_finite_input_and_jacobian_name_layer_and_sample():
+    model = _model("gpt2", seed=6)
+    adapter = adapter_for(model)
+    parts = adapter.block_parts(adapter.blocks(model)[0])
+    x = torch.randn(5, D)
+    x[3, 7] = float("nan")
+    with pytest.raises(ValueError, match=r"layer 4, sample 3"):
+        block_jacobians(parts, x, layer=4)
+    with pytest.raises(ValueError, match=r"layer 2, sample 3"):
+        mean_jacobian(parts, x, layer=2)
+    with pytest.raises(ValueError, match=r"shape \(B, 64\)"):
+        block_jacobians(parts, torch.randn(5, D + 1))
+    model = _model("olmo2", seed=6)  # no input norm: a huge finite input overflows inside the block
+    adapter = adapter_for(model)
+    parts = adapter.block_parts(adapter.blocks(model)[0])
+    x = torch.randn(5, D)
+    x[3] *= 1e25
+    with pytest.raises(ValueError, match=r"non-finite Jacobian .*layer 1, sample 3"):
+        block_jacobians(parts, x, layer=1, chunk_bytes=1)
+    with pytest.raises(ValueError, match=r"non-finite Jacobian .*layer 1, sample 3"):
+        block_jacobians(parts, x, layer=1)  # one chunk of 5
+
+
+def test_bert_is_refused_by_name():
+    config = transformers.BertConfig(vocab_size=37, hidden_size=D, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=4 * D)
+    model = transformers.AutoModel.from_config(config)
+    adapter = adapter_for(model)
+    with pytest.raises(NotImplementedError, match="bert"):
+        adapter.block_parts(adapter.blocks(model)[0])
+    with pytest.raises(NotImplementedError, match="unsupported model_type 't5'"):
+        adapter_for(transformers.T5Config())

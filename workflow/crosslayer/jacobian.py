@@ -1,0 +1,424 @@
+"""Exact single-token block Jacobians (paper 004), closed form and batched.
+
+A block is run on its input ``x`` (the residual stream at the last token) as a one-token
+sequence at position 0. With one key the attention softmax is exactly 1, so attention is the
+affine map ``A(v) = W_o (W_v v + b_v) + b_o`` of its (normalized) input: queries, keys, RoPE,
+q/k norms and ALiBi drop out. The Jacobian ``J = d block(x) / d x`` then has a closed form in
+the canonical :class:`~crosslayer.adapters.BlockParts` (no family is named in this module)::
+
+    parallel:   J = I + J_attn(x) + J_mlp(x)
+    sequential: J = (I + J_mlp(h)) (I + J_attn(x)),   h = x + attn(x)
+
+with ``J_attn = D_post W_ov D_pre`` (``W_ov = W_o W_v``, GQA heads grouped),
+``J_mlp = D_post W_down diag(act'(z)) W_up D_pre`` (gated: ``W_down [diag(act'(g) u) W_gate
++ diag(act(g)) W_up]``) and norm Jacobians applied as rank-1/rank-2 corrections, never built
+densely: LayerNorm ``diag(gamma / sigma) (I - 11^T/d - xhat xhat^T/d)``, RMSNorm
+``diag(gamma / rms) (I - xhat xhat^T/d)``. Norm gains are folded into the following weights
+once per layer; a chunk of ``B`` samples then costs one ``(B d, d_ff) x (d_ff, d)`` GEMM per MLP
+weight (two when gated) plus, for sequential blocks, one batched ``d x d`` product.
+
+Float32 compute on the device of ``x`` (CUDA when the input is there, same code); means are
+accumulated in float64.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from crosslayer.adapters import BlockParts, NormParts
+
+__all__ = [
+    "DEFAULT_CHUNK_BYTES",
+    "block_jacobians",
+    "block_jacobians_autograd",
+    "closed_form_flops",
+    "iter_block_jacobians",
+    "mean_jacobian",
+    "single_token_block_fn",
+]
+
+DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one chunk of samples
+
+
+# --------------------------------------------------------------------------- activations
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def _act_and_grad(name, z):
+    """``(act(z), act'(z))`` elementwise for a canonical activation name."""
+    if name == "gelu":  # exact: z Phi(z)
+        cdf = 0.5 * (1.0 + torch.erf(z * (1.0 / math.sqrt(2.0))))
+        pdf = torch.exp(-0.5 * z * z) * (1.0 / math.sqrt(2.0 * math.pi))
+        return z * cdf, cdf + z * pdf
+    if name == "gelu_tanh":
+        t = torch.tanh(_SQRT_2_OVER_PI * (z + 0.044715 * z**3))
+        a = 0.5 * z * (1.0 + t)
+        return a, 0.5 * (1.0 + t) + 0.5 * z * (1.0 - t * t) * _SQRT_2_OVER_PI * (1.0 + 3 * 0.044715 * z * z)
+    if name == "silu":
+        sig = torch.sigmoid(z)
+        return z * sig, sig * (1.0 + z * (1.0 - sig))
+    if name == "relu":
+        return torch.relu(z), (z > 0).to(z.dtype)
+    raise NotImplementedError(f"activation '{name}' has no closed-form derivative here")
+
+
+# --------------------------------------------------------------------------- per-layer precompute
+
+
+@dataclass
+class _Norm:
+    kind: str
+    gamma: torch.Tensor
+    beta: torch.Tensor | None
+    eps: float
+
+
+@dataclass
+class _Prepared:
+    """Per-layer constants: norm gains folded into the weights that follow them."""
+
+    d: int
+    w_ov: torch.Tensor  # (d, d), pre-norm gain folded in
+    b_ov: torch.Tensor  # (d,)
+    w_in: list  # MLP input weights (d_ff, d), gain folded: [gate, up] or [up]
+    b_in: list
+    w_down: torch.Tensor
+    b_down: torch.Tensor
+    activation: str
+    attn_pre: _Norm | None
+    attn_post: _Norm | None
+    mlp_pre: _Norm | None
+    mlp_post: _Norm | None
+    parallel: bool
+
+
+def _norm(parts: NormParts | None, device):
+    if parts is None:
+        return None
+    if parts.kind not in ("layernorm", "rmsnorm"):
+        raise ValueError(f"unknown norm kind '{parts.kind}'")
+    f = lambda t: None if t is None else t.to(device=device, dtype=torch.float32)  # noqa: E731
+    return _Norm(parts.kind, f(parts.weight), f(parts.bias), parts.eps)
+
+
+def _fold(w, b, pre):
+    """``W n + b`` with ``n = gamma * xhat + beta``, rewritten as ``W' xhat + b'``."""
+    b = torch.zeros(w.shape[0], dtype=w.dtype, device=w.device) if b is None else b
+    if pre is None:
+        return w, b
+    if pre.beta is not None:
+        b = b + w @ pre.beta
+    return w * pre.gamma, b
+
+
+def _prepare(parts: BlockParts, device) -> _Prepared:
+    f = lambda t: None if t is None else t.to(device=device, dtype=torch.float32)  # noqa: E731
+    d, nh, nkv, hd = parts.d_model, parts.n_heads, parts.n_kv_heads, parts.head_dim
+    if nh % nkv:
+        raise ValueError(f"n_heads={nh} is not a multiple of n_kv_heads={nkv}")
+    # Query head h reads value head h // (nh // nkv): sum W_o's column blocks per value head.
+    w_o = f(parts.w_o).reshape(d, nkv, nh // nkv, hd).sum(2).reshape(d, nkv * hd)
+    w_v, b_v = f(parts.w_v), f(parts.b_v)
+    w_ov = w_o @ w_v
+    b_ov = torch.zeros(d, device=device) if b_v is None else w_o @ b_v
+    if parts.b_o is not None:
+        b_ov = b_ov + f(parts.b_o)
+    attn_pre, mlp_pre = _norm(parts.attn_pre_norm, device), _norm(parts.mlp_pre_norm, device)
+    w_ov, b_ov = _fold(w_ov, b_ov, attn_pre)
+    inputs = ([(parts.w_gate, parts.b_gate)] if parts.gated else []) + [(parts.w_up, parts.b_up)]
+    folded = [_fold(f(w), f(b), mlp_pre) for w, b in inputs]
+    w_down = f(parts.w_down)
+    b_down = torch.zeros(d, device=device) if parts.b_down is None else f(parts.b_down)
+    _act_and_grad(parts.activation, torch.zeros(1, device=device))  # unknown name: fail early
+    return _Prepared(d, w_ov.contiguous(), b_ov, [w.contiguous() for w, _ in folded], [b for _, b in folded],
+                     w_down.contiguous(), b_down, parts.activation, attn_pre, _norm(parts.attn_post_norm, device),
+                     mlp_pre, _norm(parts.mlp_post_norm, device), parts.parallel)
+
+
+# --------------------------------------------------------------------------- closed form
+
+
+def _standardize(v, norm):
+    """``(vhat, inv_scale)``: the norm's input before its affine part, and ``1/sigma`` or
+    ``1/rms`` of shape ``(B, 1)``; ``(v, None)`` without a norm."""
+    if norm is None:
+        return v, None
+    if norm.kind == "layernorm":
+        c = v - v.mean(-1, keepdim=True)
+        inv = torch.rsqrt(c.pow(2).mean(-1, keepdim=True) + norm.eps)
+        return c * inv, inv
+    inv = torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + norm.eps)
+    return v * inv, inv
+
+
+def _affine(vhat, norm):
+    y = vhat * norm.gamma
+    return y if norm.beta is None else y + norm.beta
+
+
+def _right_norm(K, vhat, inv, kind):
+    """``K @ D`` for the standardization Jacobian ``D = inv (I - [11^T/d] - vhat vhat^T/d)``."""
+    d = K.shape[-1]
+    Kv = torch.bmm(K, vhat.unsqueeze(-1))  # (B, m, 1)
+    if kind == "layernorm":
+        U = torch.cat([K.sum(-1, keepdim=True), Kv], -1) / d  # (B, m, 2)
+        V = torch.stack([torch.ones_like(vhat), vhat], 1)  # (B, 2, d)
+    else:
+        U, V = Kv / d, vhat.unsqueeze(1)
+    K = torch.baddbmm(K, U, V, alpha=-1)
+    return K.mul_(inv.unsqueeze(-1))
+
+
+def _left_norm(K, out, norm):
+    """``D @ K`` for the Jacobian of ``norm`` (with its gain) at ``out``; returns the norm's
+    output too."""
+    ohat, inv = _standardize(out, norm)
+    d = K.shape[1]
+    oK = torch.bmm(ohat.unsqueeze(1), K)  # (B, 1, n)
+    if norm.kind == "layernorm":
+        U = torch.stack([torch.ones_like(ohat), ohat], -1)  # (B, d, 2)
+        V = torch.cat([K.sum(1, keepdim=True), oK], 1) / d  # (B, 2, n)
+    else:
+        U, V = ohat.unsqueeze(-1), oK / d
+    K = torch.baddbmm(K, U, V, alpha=-1)
+    return K.mul_((norm.gamma * inv).unsqueeze(-1)), _affine(ohat, norm)
+
+
+def _attn_sublayer(p, v):
+    """Jacobian ``(B, d, d)`` and output ``(B, d)`` of the attention sublayer at ``v``."""
+    vhat, inv = _standardize(v, p.attn_pre)
+    out = torch.addmm(p.b_ov, vhat, p.w_ov.T)
+    K = p.w_ov.expand(v.shape[0], -1, -1).contiguous()
+    if p.attn_pre is not None:
+        K = _right_norm(K, vhat, inv, p.attn_pre.kind)
+    if p.attn_post is not None:
+        K, out = _left_norm(K, out, p.attn_post)
+    return K, out
+
+
+def _mlp_sublayer(p, v, want_out):
+    """Jacobian ``(B, d, d)`` (and output when asked) of the MLP sublayer at ``v``."""
+    B, d = v.shape
+    vhat, inv = _standardize(v, p.mlp_pre)
+    z = [torch.addmm(b, vhat, w.T) for w, b in zip(p.w_in, p.b_in)]  # (B, d_ff) each
+    a, da = _act_and_grad(p.activation, z[0])
+    if len(z) == 2:  # gated: h = act(g) * u; dh = act'(g) u dg + act(g) du
+        hidden, scales = a * z[1], (da * z[1], a)
+    else:
+        hidden, scales = a, (da,)
+    d_ff = p.w_down.shape[1]
+    buf = torch.empty(B, d, d_ff, dtype=v.dtype, device=v.device)
+    K = torch.empty(B * d, d, dtype=v.dtype, device=v.device)
+    for i, (s, w) in enumerate(zip(scales, p.w_in)):
+        torch.mul(p.w_down, s.unsqueeze(1), out=buf)  # W_down diag(s), per sample
+        if i == 0:
+            torch.mm(buf.view(B * d, d_ff), w, out=K)  # one GEMM for the whole chunk
+        else:
+            K.addmm_(buf.view(B * d, d_ff), w)
+    del buf
+    K = K.view(B, d, d)
+    if p.mlp_pre is not None:
+        K = _right_norm(K, vhat, inv, p.mlp_pre.kind)
+    out = None
+    if want_out or p.mlp_post is not None:
+        out = torch.addmm(p.b_down, hidden, p.w_down.T)
+    if p.mlp_post is not None:
+        K, out = _left_norm(K, out, p.mlp_post)
+    return K, out
+
+
+def _chunk_jacobians(p, x):
+    J_attn, attn_out = _attn_sublayer(p, x)
+    if p.parallel:
+        J, _ = _mlp_sublayer(p, x, want_out=False)
+        J += J_attn
+    else:
+        J_mlp, _ = _mlp_sublayer(p, x + attn_out, want_out=False)
+        J = torch.baddbmm(J_attn, J_mlp, J_attn).add_(J_mlp)  # J_a + J_m J_a + J_m
+    J.diagonal(dim1=1, dim2=2).add_(1.0)
+    return J
+
+
+def _bytes_per_sample(parts: BlockParts):
+    d, d_ff = parts.d_model, parts.d_ff
+    return 4 * (4 * d * d + d * d_ff + 4 * d_ff)
+
+
+def _check_input(x, d):
+    if x.ndim != 2 or x.shape[1] != d:
+        raise ValueError(f"x must have shape (B, {d}), got {tuple(x.shape)}")
+
+
+def _raise_non_finite(what, bad, start, layer):
+    where = "" if layer is None else f"layer {layer}, "
+    index = int(torch.nonzero(bad)[0]) + start
+    raise ValueError(f"non-finite {what} (NaN/Inf) at {where}sample {index} ({int(bad.sum())} sample(s) "
+                     f"in samples {start}..{start + bad.numel() - 1})")
+
+
+def iter_block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
+    """Closed-form single-token Jacobians, chunk by chunk.
+
+    Parameters
+    ----------
+    parts : BlockParts
+        The block, from ``adapter.block_parts(block)``.
+    x : torch.Tensor
+        ``(B, d)`` block inputs (residual stream at the token); computed in float32 on
+        ``x.device``.
+    chunk_bytes : int
+        Working-memory budget of one chunk; at least one sample per chunk.
+    layer : int, optional
+        Named in errors.
+
+    Yields
+    ------
+    start : int
+        Index of the chunk's first sample.
+    J : torch.Tensor
+        ``(b, d, d)`` float32 Jacobians ``d block(x_i) / d x_i`` of samples
+        ``start .. start + b - 1`` (row = output coordinate).
+
+    Raises
+    ------
+    ValueError
+        ``x`` has the wrong shape, or an input or Jacobian is non-finite (names the layer
+        and the sample index).
+    """
+    d = parts.d_model
+    _check_input(x, d)
+    x = x.to(torch.float32)
+    bad = ~torch.isfinite(x).all(1)
+    if bad.any():
+        _raise_non_finite("block input", bad, 0, layer)
+    p = _prepare(parts, x.device)
+    step = max(1, int(chunk_bytes // _bytes_per_sample(parts)))
+    with torch.no_grad():
+        for start in range(0, x.shape[0], step):
+            J = _chunk_jacobians(p, x[start : start + step])
+            bad = ~torch.isfinite(J).flatten(1).all(1)
+            if bad.any():
+                _raise_non_finite("Jacobian", bad, start, layer)
+            yield start, J
+
+
+def block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
+    """Closed-form single-token block Jacobians of all samples at once.
+
+    Parameters
+    ----------
+    parts : BlockParts
+    x : torch.Tensor
+        ``(B, d)`` block inputs.
+    chunk_bytes : int
+        Working-memory budget per chunk (the result itself, ``4 B d^2`` bytes, comes on top).
+    layer : int, optional
+        Named in errors.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, d, d)`` float32 on ``x.device``; ``J[i] = d block(x_i) / d x_i``.
+
+    Raises
+    ------
+    ValueError
+        See :func:`iter_block_jacobians`.
+    """
+    chunks = [J for _, J in iter_block_jacobians(parts, x, chunk_bytes=chunk_bytes, layer=layer)]
+    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+
+
+def mean_jacobian(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
+    """Mean single-token Jacobian over samples, streamed over chunks.
+
+    Parameters
+    ----------
+    parts : BlockParts
+    x : torch.Tensor
+        ``(B, d)`` block inputs, ``B >= 1``.
+    chunk_bytes : int
+    layer : int, optional
+        Named in errors.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(d, d)`` float64: per-sample float32 Jacobians summed in float64, divided by ``B``.
+    """
+    if x.shape[0] == 0:
+        raise ValueError("mean_jacobian needs at least one sample")
+    total = torch.zeros(parts.d_model, parts.d_model, dtype=torch.float64, device=x.device)
+    for _, J in iter_block_jacobians(parts, x, chunk_bytes=chunk_bytes, layer=layer):
+        total += J.sum(0, dtype=torch.float64)
+    return total / x.shape[0]
+
+
+def closed_form_flops(parts: BlockParts, n_samples=1):
+    """Floating-point operations of the dominant GEMMs of :func:`block_jacobians`
+    (MLP Jacobian products, and ``J_mlp J_attn`` for sequential blocks)."""
+    d, d_ff = parts.d_model, parts.d_ff
+    flops = 2 * d * d_ff * d * (2 if parts.gated else 1)
+    if not parts.parallel:
+        flops += 2 * d**3
+    return flops * n_samples
+
+
+# --------------------------------------------------------------------------- autograd references
+
+
+def single_token_block_fn(block, model):
+    """``f(x) -> out`` running the real transformers ``block`` of ``model`` on one token.
+
+    Parameters
+    ----------
+    block : torch.nn.Module
+        One decoder block of ``model`` (``adapter_for(model).blocks(model)[l]``).
+    model : transformers.PreTrainedModel
+        Its model (for the rotary embedding / ALiBi it computes before the blocks).
+
+    Returns
+    -------
+    callable
+        ``f(x)`` with ``x`` of shape ``(d,)``: the block's output hidden state ``(d,)`` for
+        the input ``x`` as a one-token sequence at position 0 (batch 1, no cache, no mask).
+    """
+    from crosslayer.adapters import adapter_for
+
+    forward = adapter_for(model).single_token_forward(model, block)
+
+    def f(x):
+        return forward(x.reshape(1, 1, -1)).reshape(-1)
+
+    return f
+
+
+def block_jacobians_autograd(block_fn, x, *, method="functional"):
+    """Reference Jacobians by automatic differentiation of the real block.
+
+    Parameters
+    ----------
+    block_fn : callable
+        ``(d,) -> (d,)``, e.g. from :func:`single_token_block_fn`.
+    x : torch.Tensor
+        ``(B, d)`` inputs.
+    method : {"functional", "vectorized", "jacrev"}
+        ``"functional"``: ``torch.autograd.functional.jacobian`` per sample, default options
+        (the paper's method, one backward pass per output coordinate); ``"vectorized"``: the
+        same with ``vectorize=True``; ``"jacrev"``: ``torch.func.jacrev`` vmapped over the
+        samples.
+
+    Returns
+    -------
+    torch.Tensor
+        ``(B, d, d)``, dtype of ``x``.
+    """
+    if method == "functional":
+        return torch.stack([torch.autograd.functional.jacobian(block_fn, xi) for xi in x])
+    if method == "vectorized":
+        return torch.stack([torch.autograd.functional.jacobian(block_fn, xi, vectorize=True) for xi in x])
+    if method == "jacrev":
+        return torch.func.vmap(torch.func.jacrev(block_fn))(x).detach()
+    raise ValueError(f"unknown method '{method}'; choose functional, vectorized or jacrev")
