@@ -14,8 +14,9 @@ with ``J_attn = D_post W_ov D_pre`` (``W_ov = W_o W_v``, GQA heads grouped),
 + diag(act(g)) W_up]``) and norm Jacobians applied as rank-1/rank-2 corrections, never built
 densely: LayerNorm ``diag(gamma / sigma) (I - 11^T/d - xhat xhat^T/d)``, RMSNorm
 ``diag(gamma / rms) (I - xhat xhat^T/d)``. Norm gains are folded into the following weights
-once per layer; a chunk of ``B`` samples then costs one ``(B d, d_ff) x (d_ff, d)`` GEMM per MLP
-weight (two when gated) plus, for sequential blocks, one batched ``d x d`` product.
+once per layer. The MLP Jacobian is ``W_down M`` with ``M = diag(s_1) W_1 [+ diag(s_2) W_2]``
+formed elementwise per sample, so a chunk of ``B`` samples costs one ``(d, d_ff) x (d_ff, B d)``
+GEMM (gated or not) plus, for sequential blocks, one batched ``d x d`` product.
 
 Float32 compute on the device of ``x`` (CUDA when the input is there, same code); means are
 accumulated in float64.
@@ -208,17 +209,17 @@ def _mlp_sublayer(p, v, want_out):
         hidden, scales = a * z[1], (da * z[1], a)
     else:
         hidden, scales = a, (da,)
+    # J_mlp = W_down M with M = sum_i diag(s_i) W_i (d_ff, d) per sample: the M's of the chunk
+    # side by side, (d_ff, B d), so that one GEMM with the shared W_down serves all samples.
     d_ff = p.w_down.shape[1]
-    buf = torch.empty(B, d, d_ff, dtype=v.dtype, device=v.device)
-    K = torch.empty(B * d, d, dtype=v.dtype, device=v.device)
+    M = torch.empty(d_ff, B, d, dtype=v.dtype, device=v.device)
     for i, (s, w) in enumerate(zip(scales, p.w_in)):
-        torch.mul(p.w_down, s.unsqueeze(1), out=buf)  # W_down diag(s), per sample
         if i == 0:
-            torch.mm(buf.view(B * d, d_ff), w, out=K)  # one GEMM for the whole chunk
+            torch.mul(w.unsqueeze(1), s.T.unsqueeze(-1), out=M)
         else:
-            K.addmm_(buf.view(B * d, d_ff), w)
-    del buf
-    K = K.view(B, d, d)
+            M.addcmul_(w.unsqueeze(1), s.T.unsqueeze(-1))
+    K = torch.mm(p.w_down, M.view(d_ff, B * d)).view(d, B, d).transpose(0, 1)  # (B, d, d), strided
+    del M
     if p.mlp_pre is not None:
         K = _right_norm(K, vhat, inv, p.mlp_pre.kind)
     out = None
@@ -360,7 +361,7 @@ def closed_form_flops(parts: BlockParts, n_samples=1):
     """Floating-point operations of the dominant GEMMs of :func:`block_jacobians`
     (MLP Jacobian products, and ``J_mlp J_attn`` for sequential blocks)."""
     d, d_ff = parts.d_model, parts.d_ff
-    flops = 2 * d * d_ff * d * (2 if parts.gated else 1)
+    flops = 2 * d * d_ff * d
     if not parts.parallel:
         flops += 2 * d**3
     return flops * n_samples
