@@ -8,6 +8,11 @@
             for a synthetic checkpoint of a given shape (default: Pythia-1.4B's), next to the
             one-layer formula.
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
+``jacobian`` seconds per single-token block Jacobian (paper 004) of a Llama-style (SwiGLU,
+            d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
+            ``torch.autograd.functional.jacobian``, the same with ``vectorize=True``,
+            ``torch.func.jacrev`` + ``vmap``, and our batched closed form; ratios vs the paper's
+            method, our FLOP/s as a fraction of the machine's measured GEMM FLOP/s, peak RSS.
 """
 
 import argparse
@@ -201,6 +206,90 @@ def bench_e2e(cores=2):
         print(f"{rule:<26} {count:>5} {total:>12.1f}")
 
 
+def _jacobian_layer(style, d, seed=0):
+    """A one-layer transformers model of the given style and width, eval mode, float32."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    heads = max(1, d // 64)
+    if style == "llama":
+        config = transformers.LlamaConfig(vocab_size=8, hidden_size=d, num_hidden_layers=1, num_attention_heads=heads,
+                                          intermediate_size=int(round(2.6875 * d)), hidden_act="silu")
+    else:
+        config = transformers.GPTNeoXConfig(vocab_size=8, hidden_size=d, num_hidden_layers=1,
+                                            num_attention_heads=heads, intermediate_size=4 * d, hidden_act="gelu",
+                                            use_parallel_residual=True)
+    config._attn_implementation = "eager"
+    return transformers.AutoModel.from_config(config).to(torch.float32).eval()
+
+
+def _gemm_flops(m, k, n, repeat=3):
+    """Measured float32 FLOP/s of one ``(m, k) @ (k, n)`` matmul, best of ``repeat``."""
+    import torch
+
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    t, _ = _timed(lambda: a @ b, repeat)
+    return 2 * m * k * n / t
+
+
+def _peak_rss_mib():
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox"), threads=None, quick=False):
+    """Print seconds per Jacobian: paper (autograd.functional.jacobian), vectorize=True, jacrev+vmap,
+    ours (closed form, batched); ratios vs the paper; ours as a fraction of measured GEMM FLOP/s."""
+    import torch
+
+    from crosslayer.adapters import adapter_for
+    from crosslayer.jacobian import (
+        DEFAULT_CHUNK_BYTES,
+        _bytes_per_sample,
+        block_jacobians,
+        block_jacobians_autograd,
+        closed_form_flops,
+        single_token_block_fn,
+    )
+
+    if threads:
+        torch.set_num_threads(threads)
+    print(f"single-token block Jacobians, seconds per Jacobian on {torch.get_num_threads()} threads "
+          f"(ours: {samples} samples batched, best of 2; references on a few samples, see n)")
+    print("x = speed-up vs the paper's method; GEMM = ours' FLOP/s / measured FLOP/s of a same-shaped float32 matmul;"
+          " RSS = process peak so far, MiB")
+    print(f"{'layer':<9} {'d':>5} {'d_ff':>5} {'paper':>7} {'n':>2} {'vector':>7} {'x':>5} {'jacrev':>7} {'x':>5}"
+          f" {'ours':>7} {'x':>6} {'GEMM':>5} {'err':>8} {'RSS':>6}")
+    for style in styles:
+        for d in dims:
+            model = _jacobian_layer(style, d)
+            adapter = adapter_for(model)
+            block = adapter.blocks(model)[0]
+            fn = single_token_block_fn(block, model)
+            x = torch.randn(samples, d, generator=torch.Generator().manual_seed(1))
+            # ours: includes reading the parts and the per-layer precompute
+            t_ours, J = _timed(lambda: block_jacobians(adapter.block_parts(block), x), 2)
+            rss = _peak_rss_mib()
+            parts = adapter.block_parts(block)
+            chunk = min(samples, max(1, DEFAULT_CHUNK_BYTES // _bytes_per_sample(parts)))
+            gemm = _gemm_flops(d, parts.d_ff, chunk * d)
+            fraction = closed_form_flops(parts, samples) / t_ours / gemm
+            n_paper = 1 if (d >= 1024 or quick) else (2 if d >= 512 else 3)
+            t_paper, ref = _timed(lambda: block_jacobians_autograd(fn, x[:n_paper]), 1)
+            err = float(torch.linalg.norm((J[:n_paper] - ref).flatten()) / torch.linalg.norm(ref.flatten()))
+            n_ref = 2 if d >= 1024 or quick else 4
+            t_vec, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="vectorized"), 1)
+            t_rev, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="jacrev"), 1)
+            per = (t_paper / n_paper, t_vec / n_ref, t_rev / n_ref, t_ours / samples)
+            rss = max(rss, _peak_rss_mib())
+            print(f"{style:<9} {d:>5} {parts.d_ff:>5} {per[0]:>7.3f} {n_paper:>2} {per[1]:>7.3f} {per[0] / per[1]:>4.1f}x"
+                  f" {per[2]:>7.3f} {per[0] / per[2]:>4.1f}x {per[3]:>7.4f} {per[0] / per[3]:>5.1f}x"
+                  f" {fraction:>5.0%} {err:>8.1e} {rss:>6.0f}")
+            del model, block, fn, J, ref
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m crosslayer.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -215,6 +304,12 @@ def main(argv=None):
     mem.add_argument("--d-ff", type=int, default=8192)
     e2e = sub.add_parser("e2e")
     e2e.add_argument("--cores", type=int, default=2)
+    jac = sub.add_parser("jacobian")
+    jac.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
+    jac.add_argument("--samples", type=int, default=64)
+    jac.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
+    jac.add_argument("--threads", type=int, default=None)
+    jac.add_argument("--quick", action="store_true", help="one sample for the paper's method, two for the others")
     args = parser.parse_args(argv)
     if args.what in (None, "svd"):
         bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
@@ -222,6 +317,9 @@ def main(argv=None):
         bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers, "d_ff": args.d_ff}))
     if args.what == "e2e":
         bench_e2e(args.cores)
+    if args.what == "jacobian":
+        bench_jacobian(dims=args.dims, samples=args.samples, styles=args.styles, threads=args.threads,
+                       quick=args.quick)
 
 
 if __name__ == "__main__":
