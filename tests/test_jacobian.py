@@ -41,7 +41,7 @@ def _config(family):
         return transformers.BloomConfig(vocab_size=37, n_layer=2, hidden_size=D, n_head=4)
     if family == "gpt2":
         return transformers.GPT2Config(vocab_size=37, n_layer=2, n_embd=D, n_head=4, n_positions=16,
-                                       activation_function="gelu_new")
+                                       activation_function="gelu_new", bos_token_id=None, eos_token_id=None)
     raise KeyError(family)
 
 
@@ -184,3 +184,12 @@ def test_bert_is_refused_by_name():
         adapter.block_parts(adapter.blocks(model)[0])
     with pytest.raises(NotImplementedError, match="unsupported model_type 't5'"):
         adapter_for(transformers.T5Config())
+
+
+def test_bench_jacobian_prints_a_row_per_layer(capsys):
+    from crosslayer.bench import main
+
+    main(["jacobian", "--dims", "64", "--samples", "4", "--quick"])
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] in (["llama"], ["gpt_neox"])]
+    assert [r[:3] for r in rows] == [["llama", "64", "172"], ["gpt_neox", "64", "256"]]
+    assert all(float(r[-2]) < 1e-5 for r in rows)  # closed form vs the paper's method

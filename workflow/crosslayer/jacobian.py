@@ -409,7 +409,8 @@ def block_jacobians_autograd(block_fn, x, *, method="functional"):
         ``"functional"``: ``torch.autograd.functional.jacobian`` per sample, default options
         (the paper's method, one backward pass per output coordinate); ``"vectorized"``: the
         same with ``vectorize=True``; ``"jacrev"``: ``torch.func.jacrev`` vmapped over the
-        samples.
+        samples (not for blocks with an old-style ``autograd.Function``, e.g. BLOOM's GELU:
+        torch.func raises a RuntimeError there; use the other two).
 
     Returns
     -------
