@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from crosslayer import jacobian
 from crosslayer.adapters import adapter_for
 from crosslayer.jacobian import (
     block_jacobians,
@@ -73,8 +74,12 @@ def _rel(a, b):
     return float(torch.linalg.norm((a - b).flatten()) / torch.linalg.norm(b.flatten()))
 
 
-def test_closed_form_equals_autograd_of_the_real_block(family_model):
+@pytest.mark.parametrize("factored", [None, True, False], ids=["auto", "factored", "dense"])
+def test_closed_form_equals_autograd_of_the_real_block(family_model, factored, monkeypatch):
+    """Both forms of the attention Jacobian (factored through the value width, or dense)."""
     family, model = family_model
+    if factored is not None:
+        monkeypatch.setattr(jacobian, "_factored", lambda p: factored)
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
     assert len(blocks) == 2
@@ -193,3 +198,15 @@ def test_bench_jacobian_prints_a_row_per_layer(capsys):
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] in (["llama"], ["gpt_neox"])]
     assert [r[:3] for r in rows] == [["llama", "64", "172"], ["gpt_neox", "64", "256"]]
     assert all(float(r[-2]) < 1e-5 for r in rows)  # closed form vs the paper's method
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_input_computes_on_cuda_and_matches_cpu():
+    model = _model("llama", seed=7)
+    adapter = adapter_for(model)
+    parts = adapter.block_parts(adapter.blocks(model)[0])  # CPU parts, moved by the closed form
+    x = torch.randn(4, D)
+    J = block_jacobians(parts, x.cuda())
+    assert J.device.type == "cuda"
+    assert _rel(J.cpu(), block_jacobians(parts, x)) <= 1e-5
+    assert mean_jacobian(parts, x.cuda()).device.type == "cuda"

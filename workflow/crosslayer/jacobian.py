@@ -82,6 +82,8 @@ class _Prepared:
 
     d: int
     w_ov: torch.Tensor  # (d, d), pre-norm gain folded in
+    w_o: torch.Tensor  # (d, r) with r = n_kv_heads * head_dim: W_ov = w_o @ w_v (GQA heads grouped)
+    w_v: torch.Tensor  # (r, d), pre-norm gain folded in
     b_ov: torch.Tensor  # (d,)
     w_in: list  # MLP input weights (d_ff, d), gain folded: [gate, up] or [up]
     b_in: list
@@ -122,18 +124,22 @@ def _prepare(parts: BlockParts, device) -> _Prepared:
     # Query head h reads value head h // (nh // nkv): sum W_o's column blocks per value head.
     w_o = f(parts.w_o).reshape(d, nkv, nh // nkv, hd).sum(2).reshape(d, nkv * hd)
     w_v, b_v = f(parts.w_v), f(parts.b_v)
-    w_ov = w_o @ w_v
     b_ov = torch.zeros(d, device=device) if b_v is None else w_o @ b_v
     if parts.b_o is not None:
         b_ov = b_ov + f(parts.b_o)
     attn_pre, mlp_pre = _norm(parts.attn_pre_norm, device), _norm(parts.mlp_pre_norm, device)
-    w_ov, b_ov = _fold(w_ov, b_ov, attn_pre)
+    if attn_pre is not None:  # fold the gain into W_v, the shift into the bias
+        if attn_pre.beta is not None:
+            b_ov = b_ov + w_o @ (w_v @ attn_pre.beta)
+        w_v = w_v * attn_pre.gamma
+    w_ov = w_o @ w_v
     inputs = ([(parts.w_gate, parts.b_gate)] if parts.gated else []) + [(parts.w_up, parts.b_up)]
     folded = [_fold(f(w), f(b), mlp_pre) for w, b in inputs]
     w_down = f(parts.w_down)
     b_down = torch.zeros(d, device=device) if parts.b_down is None else f(parts.b_down)
     _act_and_grad(parts.activation, torch.zeros(1, device=device))  # unknown name: fail early
-    return _Prepared(d, w_ov.contiguous(), b_ov, [w.contiguous() for w, _ in folded], [b for _, b in folded],
+    return _Prepared(d, w_ov.contiguous(), w_o.contiguous(), w_v.contiguous(), b_ov,
+                     [w.contiguous() for w, _ in folded], [b for _, b in folded],
                      w_down.contiguous(), b_down, parts.activation, attn_pre, _norm(parts.attn_post_norm, device),
                      mlp_pre, _norm(parts.mlp_post_norm, device), parts.parallel)
 
@@ -187,16 +193,30 @@ def _left_norm(K, out, norm):
     return K.mul_((norm.gamma * inv).unsqueeze(-1)), _affine(ohat, norm)
 
 
+def _factored(p):
+    """Whether the attention Jacobian is kept as ``(B, d, r) @ (B, r, d)`` (GQA: ``r <= d/2``)."""
+    return 2 * p.w_v.shape[0] <= p.d
+
+
 def _attn_sublayer(p, v):
-    """Jacobian ``(B, d, d)`` and output ``(B, d)`` of the attention sublayer at ``v``."""
+    """Jacobian of the attention sublayer at ``v`` as ``(L, R)`` with ``J_attn = L @ R`` and its
+    output ``(B, d)``: ``L`` ``(B, d, r)`` and ``R`` ``(B, r, d)`` when factored (``r`` value
+    width), else ``L = J_attn`` ``(B, d, d)`` and ``R = None``."""
+    B = v.shape[0]
     vhat, inv = _standardize(v, p.attn_pre)
     out = torch.addmm(p.b_ov, vhat, p.w_ov.T)
-    K = p.w_ov.expand(v.shape[0], -1, -1).contiguous()
+    if _factored(p):
+        L, R = p.w_o.expand(B, -1, -1), p.w_v.expand(B, -1, -1).contiguous()
+    else:
+        L, R = p.w_ov.expand(B, -1, -1).contiguous(), None
     if p.attn_pre is not None:
-        K = _right_norm(K, vhat, inv, p.attn_pre.kind)
+        if R is None:
+            L = _right_norm(L, vhat, inv, p.attn_pre.kind)
+        else:
+            R = _right_norm(R, vhat, inv, p.attn_pre.kind)
     if p.attn_post is not None:
-        K, out = _left_norm(K, out, p.attn_post)
-    return K, out
+        L, out = _left_norm(L.contiguous(), out, p.attn_post)
+    return L, R, out
 
 
 def _mlp_sublayer(p, v, want_out):
@@ -231,13 +251,16 @@ def _mlp_sublayer(p, v, want_out):
 
 
 def _chunk_jacobians(p, x):
-    J_attn, attn_out = _attn_sublayer(p, x)
+    L, R, attn_out = _attn_sublayer(p, x)
     if p.parallel:
         J, _ = _mlp_sublayer(p, x, want_out=False)
-        J += J_attn
-    else:
+        J = J + L if R is None else torch.baddbmm(J, L, R)
+    elif R is None:  # J_a + J_m J_a + J_m
         J_mlp, _ = _mlp_sublayer(p, x + attn_out, want_out=False)
-        J = torch.baddbmm(J_attn, J_mlp, J_attn).add_(J_mlp)  # J_a + J_m J_a + J_m
+        J = torch.baddbmm(L, J_mlp, L).add_(J_mlp)
+    else:  # J_m + (L + J_m L) R: the product costs 4 d^2 r instead of 2 d^3 per sample
+        J_mlp, _ = _mlp_sublayer(p, x + attn_out, want_out=False)
+        J = torch.baddbmm(J_mlp, torch.baddbmm(L, J_mlp, L), R)
     J.diagonal(dim1=1, dim2=2).add_(1.0)
     return J
 
@@ -360,9 +383,11 @@ def mean_jacobian(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, laye
 def closed_form_flops(parts: BlockParts, n_samples=1):
     """Floating-point operations of the dominant GEMMs of :func:`block_jacobians`
     (MLP Jacobian products, and ``J_mlp J_attn`` for sequential blocks)."""
-    d, d_ff = parts.d_model, parts.d_ff
+    d, d_ff, r = parts.d_model, parts.d_ff, parts.n_kv_heads * parts.head_dim
     flops = 2 * d * d_ff * d
-    if not parts.parallel:
+    if 2 * r <= d:  # factored attention Jacobian
+        flops += (2 if parts.parallel else 4) * d * d * r
+    elif not parts.parallel:
         flops += 2 * d**3
     return flops * n_samples
 
