@@ -166,11 +166,19 @@ def _affine(vhat, norm):
 
 
 def _right_norm(K, vhat, inv, kind):
-    """``K @ D`` for the standardization Jacobian ``D = inv (I - [11^T/d] - vhat vhat^T/d)``."""
-    d = K.shape[-1]
-    Kv = torch.bmm(K, vhat.unsqueeze(-1))  # (B, m, 1)
+    """``K @ D`` for the standardization Jacobian ``D = inv (I - [11^T/d] - vhat vhat^T/d)``.
+
+    ``K`` is ``(B, m, d)`` per sample or ``(m, d)`` shared by the chunk; returns ``(B, m, d)``."""
+    B, d = vhat.shape
+    if K.ndim == 2:
+        Kv = (vhat @ K.T).unsqueeze(-1)  # (B, m, 1)
+        K1 = K.sum(-1, keepdim=True).expand(B, -1, -1)
+        K = K.expand(B, -1, -1)
+    else:
+        Kv = torch.bmm(K, vhat.unsqueeze(-1))
+        K1 = K.sum(-1, keepdim=True)
     if kind == "layernorm":
-        U = torch.cat([K.sum(-1, keepdim=True), Kv], -1) / d  # (B, m, 2)
+        U = torch.cat([K1, Kv], -1) / d  # (B, m, 2)
         V = torch.stack([torch.ones_like(vhat), vhat], 1)  # (B, 2, d)
     else:
         U, V = Kv / d, vhat.unsqueeze(1)
@@ -180,13 +188,19 @@ def _right_norm(K, vhat, inv, kind):
 
 def _left_norm(K, out, norm):
     """``D @ K`` for the Jacobian of ``norm`` (with its gain) at ``out``; returns the norm's
-    output too."""
+    output too. ``K`` is ``(B, d, n)`` or ``(d, n)`` shared; returns ``(B, d, n)``."""
     ohat, inv = _standardize(out, norm)
-    d = K.shape[1]
-    oK = torch.bmm(ohat.unsqueeze(1), K)  # (B, 1, n)
+    B, d = ohat.shape
+    if K.ndim == 2:
+        oK = (ohat @ K).unsqueeze(1)  # (B, 1, n)
+        K1 = K.sum(0, keepdim=True).expand(B, -1, -1)
+        K = K.expand(B, -1, -1)
+    else:
+        oK = torch.bmm(ohat.unsqueeze(1), K)
+        K1 = K.sum(1, keepdim=True)
     if norm.kind == "layernorm":
         U = torch.stack([torch.ones_like(ohat), ohat], -1)  # (B, d, 2)
-        V = torch.cat([K.sum(1, keepdim=True), oK], 1) / d  # (B, 2, n)
+        V = torch.cat([K1, oK], 1) / d  # (B, 2, n)
     else:
         U, V = ohat.unsqueeze(-1), oK / d
     K = torch.baddbmm(K, U, V, alpha=-1)
@@ -205,17 +219,16 @@ def _attn_sublayer(p, v):
     B = v.shape[0]
     vhat, inv = _standardize(v, p.attn_pre)
     out = torch.addmm(p.b_ov, vhat, p.w_ov.T)
-    if _factored(p):
-        L, R = p.w_o.expand(B, -1, -1), p.w_v.expand(B, -1, -1).contiguous()
-    else:
-        L, R = p.w_ov.expand(B, -1, -1).contiguous(), None
+    L, R = (p.w_o, p.w_v) if _factored(p) else (p.w_ov, None)  # shared (2-D) until a norm acts
     if p.attn_pre is not None:
         if R is None:
             L = _right_norm(L, vhat, inv, p.attn_pre.kind)
         else:
             R = _right_norm(R, vhat, inv, p.attn_pre.kind)
     if p.attn_post is not None:
-        L, out = _left_norm(L.contiguous(), out, p.attn_post)
+        L, out = _left_norm(L, out, p.attn_post)
+    L = L.expand(B, -1, -1) if L.ndim == 2 else L
+    R = R.expand(B, -1, -1) if R is not None and R.ndim == 2 else R
     return L, R, out
 
 
@@ -250,17 +263,21 @@ def _mlp_sublayer(p, v, want_out):
     return K, out
 
 
-def _chunk_jacobians(p, x):
+def _chunk_jacobians(p, x, out=None):
+    """``(B, d, d)`` Jacobians of one chunk, written into ``out`` when given."""
+    B, d = x.shape
+    if out is None:
+        out = torch.empty(B, d, d, dtype=x.dtype, device=x.device)
     L, R, attn_out = _attn_sublayer(p, x)
     if p.parallel:
-        J, _ = _mlp_sublayer(p, x, want_out=False)
-        J = J + L if R is None else torch.baddbmm(J, L, R)
+        J_mlp, _ = _mlp_sublayer(p, x, want_out=False)
+        J = torch.add(J_mlp, L, out=out) if R is None else torch.baddbmm(J_mlp, L, R, out=out)
     elif R is None:  # J_a + J_m J_a + J_m
         J_mlp, _ = _mlp_sublayer(p, x + attn_out, want_out=False)
-        J = torch.baddbmm(L, J_mlp, L).add_(J_mlp)
+        J = torch.baddbmm(L, J_mlp, L, out=out).add_(J_mlp)
     else:  # J_m + (L + J_m L) R: the product costs 4 d^2 r instead of 2 d^3 per sample
         J_mlp, _ = _mlp_sublayer(p, x + attn_out, want_out=False)
-        J = torch.baddbmm(J_mlp, torch.baddbmm(L, J_mlp, L), R)
+        J = torch.baddbmm(J_mlp, torch.baddbmm(L, J_mlp, L), R, out=out)
     J.diagonal(dim1=1, dim2=2).add_(1.0)
     return J
 
@@ -280,6 +297,27 @@ def _raise_non_finite(what, bad, start, layer):
     index = int(torch.nonzero(bad)[0]) + start
     raise ValueError(f"non-finite {what} (NaN/Inf) at {where}sample {index} ({int(bad.sum())} sample(s) "
                      f"in samples {start}..{start + bad.numel() - 1})")
+
+
+def _iter(parts, x, chunk_bytes, layer, out=None):
+    d = parts.d_model
+    _check_input(x, d)
+    x = x.to(torch.float32)
+    bad = ~torch.isfinite(x).all(1)
+    if bad.any():
+        _raise_non_finite("block input", bad, 0, layer)
+    p = _prepare(parts, x.device)
+    step = max(1, int(chunk_bytes // _bytes_per_sample(parts)))
+    with torch.no_grad():
+        for start in range(0, x.shape[0], step):
+            J = _chunk_jacobians(p, x[start : start + step], None if out is None else out[start : start + step])
+            # One reduction flags a non-finite entry (or, rarely, an overflowing sum of finite
+            # ones); only then the exact elementwise check.
+            if not bool(torch.isfinite(J.sum((1, 2))).all()):
+                bad = ~torch.isfinite(J).flatten(1).all(1)
+                if bad.any():
+                    _raise_non_finite("Jacobian", bad, start, layer)
+            yield start, J
 
 
 def iter_block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
@@ -311,21 +349,7 @@ def iter_block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTE
         ``x`` has the wrong shape, or an input or Jacobian is non-finite (names the layer
         and the sample index).
     """
-    d = parts.d_model
-    _check_input(x, d)
-    x = x.to(torch.float32)
-    bad = ~torch.isfinite(x).all(1)
-    if bad.any():
-        _raise_non_finite("block input", bad, 0, layer)
-    p = _prepare(parts, x.device)
-    step = max(1, int(chunk_bytes // _bytes_per_sample(parts)))
-    with torch.no_grad():
-        for start in range(0, x.shape[0], step):
-            J = _chunk_jacobians(p, x[start : start + step])
-            bad = ~torch.isfinite(J).flatten(1).all(1)
-            if bad.any():
-                _raise_non_finite("Jacobian", bad, start, layer)
-            yield start, J
+    yield from _iter(parts, x, chunk_bytes, layer)
 
 
 def block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
@@ -351,8 +375,11 @@ def block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, la
     ValueError
         See :func:`iter_block_jacobians`.
     """
-    chunks = [J for _, J in iter_block_jacobians(parts, x, chunk_bytes=chunk_bytes, layer=layer)]
-    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+    _check_input(x, parts.d_model)
+    out = torch.empty(x.shape[0], parts.d_model, parts.d_model, dtype=torch.float32, device=x.device)
+    for _ in _iter(parts, x, chunk_bytes, layer, out=out):
+        pass
+    return out
 
 
 def mean_jacobian(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
