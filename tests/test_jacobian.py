@@ -40,13 +40,15 @@ def _config(family):
             bos_token_id=None, eos_token_id=None)
     if family == "bloom":
         return transformers.BloomConfig(vocab_size=37, n_layer=2, hidden_size=D, n_head=4)
-    if family == "gpt2":
+    if family.startswith("gpt2"):  # "gpt2_relu" etc.: other activations through the same block
+        activation = "gelu_new" if family == "gpt2" else family.split("_", 1)[1]
         return transformers.GPT2Config(vocab_size=37, n_layer=2, n_embd=D, n_head=4, n_positions=16,
-                                       activation_function="gelu_new", bos_token_id=None, eos_token_id=None)
+                                       activation_function=activation, bos_token_id=None, eos_token_id=None)
     raise KeyError(family)
 
 
-FAMILIES = ["gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "bloom", "gpt2"]
+FAMILIES = ["gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "bloom", "gpt2", "gpt2_relu",
+            "gpt2_gelu", "gpt2_gelu_pytorch_tanh", "gpt2_silu"]
 
 
 def _model(family, seed=0):
@@ -114,8 +116,10 @@ def test_one_token_attention_is_w_o_w_v_after_the_norm(family_model):
 
             alibi = build_alibi_tensor(torch.ones(1, 1), 4, torch.float32)
             got = block.self_attention(x, torch.zeros_like(x), alibi=alibi, attention_mask=None)[0]
-        else:
+        elif family.startswith("gpt2"):
             got = block.attn(x, attention_mask=None)[0]
+        else:
+            raise KeyError(family)
     rep = parts.n_heads // parts.n_kv_heads
     w_v = parts.w_v.view(parts.n_kv_heads, parts.head_dim, D).repeat_interleave(rep, 0).reshape(-1, D)
     b_v = torch.zeros(w_v.shape[0]) if parts.b_v is None else (
