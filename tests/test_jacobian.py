@@ -199,7 +199,8 @@ def test_bench_jacobian_prints_a_row_per_layer(capsys):
     from crosslayer.bench import main
 
     main(["jacobian", "--dims", "64", "--samples", "4", "--quick"])
-    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] in (["llama"], ["gpt_neox"])]
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in lines if line.split()[:1] in (["llama"], ["gpt_neox"])]
     assert [r[:3] for r in rows] == [["llama", "64", "172"], ["gpt_neox", "64", "256"]]
     assert all(float(r[-2]) < 1e-5 for r in rows)  # closed form vs the paper's method
 

@@ -284,7 +284,8 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
             t_rev, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="jacrev"), 1)
             per = (t_paper / n_paper, t_vec / n_ref, t_rev / n_ref, t_ours / samples)
             rss = max(rss, _peak_rss_mib())
-            print(f"{style:<9} {d:>5} {parts.d_ff:>5} {per[0]:>7.3f} {n_paper:>2} {per[1]:>7.3f} {per[0] / per[1]:>4.1f}x"
+            print(f"{style:<9} {d:>5} {parts.d_ff:>5} {per[0]:>7.3f} {n_paper:>2}"
+                  f" {per[1]:>7.3f} {per[0] / per[1]:>4.1f}x"
                   f" {per[2]:>7.3f} {per[0] / per[2]:>4.1f}x {per[3]:>7.4f} {per[0] / per[3]:>5.1f}x"
                   f" {fraction:>5.0%} {err:>8.1e} {rss:>6.0f}")
             del model, block, fn, J, ref
