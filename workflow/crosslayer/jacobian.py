@@ -16,7 +16,13 @@ densely: LayerNorm ``diag(gamma / sigma) (I - 11^T/d - xhat xhat^T/d)``, RMSNorm
 ``diag(gamma / rms) (I - xhat xhat^T/d)``. Norm gains are folded into the following weights
 once per layer. The MLP Jacobian is ``W_down M`` with ``M = diag(s_1) W_1 [+ diag(s_2) W_2]``
 formed elementwise per sample, so a chunk of ``B`` samples costs one ``(d, d_ff) x (d_ff, B d)``
-GEMM (gated or not) plus, for sequential blocks, one batched ``d x d`` product.
+GEMM (gated or not) plus, for sequential blocks, the product ``J_mlp J_attn``: one batched
+``d x d`` product, or under GQA (value width ``r <= d/2``) two thin ones through
+``J_attn = (W_o) (W_v D_pre)`` of width ``r``.
+
+Measured on 2 CPU cores (``python -m crosslayer.bench jacobian``), d = 1024, 64 samples:
+about 0.055 s per Jacobian, 60-70x ``torch.autograd.functional.jacobian`` and 84% of the
+machine's float32 GEMM throughput.
 
 Float32 compute on the device of ``x`` (CUDA when the input is there, same code); means are
 accumulated in float64.
