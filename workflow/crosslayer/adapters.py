@@ -388,11 +388,11 @@ class GPTNeoXAdapter(FamilyAdapter):
     def single_token_forward(self, model, block):
         return _rotary_forward(model, block)
 
-
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` normalises the MLP input: it reads ``x + attn(x)``
         in sequential blocks and the block input ``x`` under ``use_parallel_residual``."""
         return block.post_attention_layernorm
+
 
 class LlamaAdapter(FamilyAdapter):
     """Llama, TinyLlama, SmolLM: separate q/k/v (GQA), SwiGLU MLP."""
@@ -438,10 +438,10 @@ class LlamaAdapter(FamilyAdapter):
     def single_token_forward(self, model, block):
         return _rotary_forward(model, block)
 
-
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` is the MLP's pre-norm; it reads ``x + attn(x)``."""
         return block.post_attention_layernorm
+
 
 class Olmo2Adapter(LlamaAdapter):
     """OLMo 2: Llama projection names; its q_norm/k_norm act after q/k (not read yet)."""
@@ -455,10 +455,10 @@ class Olmo2Adapter(LlamaAdapter):
         return BlockParts(**self._weights(block), attn_post_norm=_rmsnorm(block.post_attention_layernorm),
                           mlp_post_norm=_rmsnorm(block.post_feedforward_layernorm))
 
-
     def pre_mlp_residual_module(self, block):
         """No MLP pre-norm: the MLP itself reads ``x + post_attention_layernorm(attn(x))``."""
         return block.mlp
+
 
 class BloomAdapter(GPTNeoXAdapter):
     """BLOOM: GPT-NeoX's fused per-head QKV and MLP names, sequential blocks, 4d GELU MLP
@@ -499,7 +499,6 @@ class BloomAdapter(GPTNeoXAdapter):
 
         return forward
 
-
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` reads ``self_attention``'s output, which already
         includes the residual add (``dropout_add``)."""
@@ -508,6 +507,7 @@ class BloomAdapter(GPTNeoXAdapter):
                 "bloom: apply_residual_connection_post_layernorm=True (residual taken after the norm) "
                 "has no pre-MLP residual stream")
         return block.post_attention_layernorm
+
 
 class GPT2Adapter(FamilyAdapter):
     """GPT-2: Conv1D weights stored ``(in, out)``; ``c_attn`` holds q, k, v side by side."""
@@ -553,12 +553,12 @@ class GPT2Adapter(FamilyAdapter):
 
         return forward
 
-
     def pre_mlp_residual_module(self, block):
         """``ln_2`` normalises the MLP input ``x + attn(x)`` (no cross-attention in decoders)."""
         if getattr(block, "crossattention", None) is not None:
             raise NotImplementedError("gpt2: blocks with cross-attention are not supported")
         return block.ln_2
+
 
 class BertAdapter(FamilyAdapter):
     """BERT encoder blocks (post-norm, sequential)."""
