@@ -1,0 +1,58 @@
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from crosslayer.activations import record_residual_stream
+from crosslayer.dynamics import STAT_NAMES, checkpoint_jacobian_stats
+from crosslayer.jacobian import block_jacobians_autograd, single_token_block_fn
+
+
+@pytest.fixture(scope="module")
+def model_and_acts():
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                         num_key_value_heads=2, intermediate_size=64, vocab_size=101)).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))  # norm gains away from 1
+    token_ids = [torch.randint(0, 101, (n,)).tolist() for n in (3, 5, 7, 4, 6)]
+    return model, record_residual_stream(model, token_ids)["acts"]
+
+
+def test_mean_and_per_sample_stats_match_autograd_of_the_real_blocks(model_and_acts):
+    model, acts = model_and_acts
+    result = checkpoint_jacobian_stats(model, acts, chunk_bytes=1)  # one sample per chunk
+    N, d = acts.shape[0], acts.shape[2]
+    assert result["mean"].shape == (2, d, d)
+    for layer, block in enumerate(model.model.layers):
+        x = torch.from_numpy(acts[:, 2 * layer])
+        J = block_jacobians_autograd(single_token_block_fn(block, model), x).double().numpy()
+        assert np.allclose(result["mean"][layer], J.mean(axis=0), rtol=1e-4, atol=1e-5)
+        s = np.linalg.svd(J, compute_uv=False)
+        s_res = np.linalg.svd(J - np.eye(d), compute_uv=False)
+        for suffix, sv in (("", s), ("_res", s_res)):
+            assert np.allclose(result["frobenius" + suffix][layer], np.sqrt((sv**2).sum(1)), rtol=1e-4)
+            pr = (sv**2).sum(1) ** 2 / (sv**4).sum(1)
+            assert np.allclose(result["participation_ratio" + suffix][layer], pr, rtol=1e-4)
+            assert np.allclose(result["condition_number" + suffix][layer], sv[:, 0] / sv[:, -1], rtol=1e-3)
+    for name in STAT_NAMES:
+        assert result[name].shape == (2, N)
+
+
+def test_chunking_does_not_change_results(model_and_acts):
+    model, acts = model_and_acts
+    one, many = (checkpoint_jacobian_stats(model, acts, chunk_bytes=b) for b in (1, 1 << 30))
+    # float32 GEMMs of other batch sizes round differently (by ~eps of the largest entry), and a
+    # condition number amplifies that by itself (~1e3 here)
+    eps = np.finfo(np.float32).eps
+    for key in one:
+        atol = 10 * eps * np.abs(many[key]).max()
+        rtol = 1e-4 if key.startswith("condition") else 10 * eps
+        assert np.allclose(one[key], many[key], rtol=rtol, atol=atol), key
+
+
+def test_rejects_activations_of_another_model(model_and_acts):
+    model, acts = model_and_acts
+    with pytest.raises(ValueError, match=r"\(N, 2L = 4, d\)"):
+        checkpoint_jacobian_stats(model, acts[:, :2])
