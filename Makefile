@@ -22,7 +22,7 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 
 run: setup
-	$(BIN)/snakemake --cores $(CORES)
+	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES)
 	$(BIN)/snakemake --report results/report.html
 
 test: setup
