@@ -20,6 +20,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/checkpoints.smk"
 include: "workflow/rules/alignment.smk"
+include: "workflow/rules/dynamics.smk"
 
 
 rule all:

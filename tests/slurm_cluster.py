@@ -192,6 +192,29 @@ def _kill_pidfile(pidfile: Path, name: str, timeout: float = 10.0) -> None:
         time.sleep(0.1)
 
 
+def _kill_job_leftovers() -> None:
+    """SIGKILL processes that job steps started and that outlived their job.
+
+    With ``ProctrackType=proctrack/linuxproc`` SLURM tracks a job's processes through their
+    parents, and a cancelled job's ``snakemake --mode remote`` (waiting for files, in its own
+    process group) was seen to survive ``scancel`` and the daemons. Such processes carry
+    ``SLURM_JOB_ID`` in their environment.
+    """
+    me = os.getpid()
+    # never the job these tests may themselves run inside (pytest under sbatch)
+    own = os.environ.get("SLURM_JOB_ID")
+    own = f"SLURM_JOB_ID={own}\0".encode() if own else None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+            if b"SLURM_JOB_ID=" in environ and (own is None or own not in environ):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):  # gone already, or not ours to read
+            pass
+
+
 def _port_in_use(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(1)
@@ -557,6 +580,7 @@ class SlurmCluster:
                 pass
         _kill_pidfile(self.slurmd_pidfile, "slurmd")
         _kill_pidfile(self.slurmctld_pidfile, "slurmctld")
+        _kill_job_leftovers()
         stopped = [self.slurmd_pidfile, self.slurmctld_pidfile]
         if self._started_munged:
             _kill_pidfile(self.munged_pidfile, "munged")

@@ -1,3 +1,4 @@
+import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ from crosslayer.plots import (
     plot_adjacent_mean,
     plot_boundary_heatmap,
     plot_boundary_trajectories,
+    plot_depth_profile,
     plot_overlap_matrix,
     plot_random_baseline,
     plot_training_loss,
@@ -88,3 +90,13 @@ def test_training_loss_draws_train_and_held_out(ax):
     assert list(line.get_ydata()) == [5.0, 4.0, 3.5, 3.0]
     assert len(ax.lines) == 2 and list(ax.lines[1].get_xdata()) == [2, 4]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["train", "held-out"]
+
+
+def test_depth_profile_one_line_per_step_with_step0_dashed(ax):
+    profiles = {s: pd.DataFrame({"henrici": [0.1 * s, 0.2, 0.3]}, index=pd.Index([0, 1, 2], name="layer"))
+                for s in (16, 0, 4)}
+    lines = plot_depth_profile(ax, profiles, "henrici")
+    assert [line.get_label() for line in lines] == ["step 0", "step 4", "step 16"]
+    assert lines[0].get_linestyle() == "--" and lines[1].get_linestyle() == "-"
+    assert list(lines[2].get_ydata()) == [1.6, 0.2, 0.3] and list(lines[2].get_xdata()) == [0, 1, 2]
+    assert not np.allclose(mpl.colors.to_rgba(lines[1].get_color()), mpl.colors.to_rgba(lines[2].get_color()))

@@ -100,6 +100,26 @@ def test_overlaps_match_an_independent_recomputation_from_the_saved_model(tiny_r
     assert np.allclose(result["overlap_left"], pairwise_overlap(np.stack(lefts)), atol=1e-5)
 
 
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_mean_jacobians_match_autograd_of_the_saved_model(tiny_run, model):
+    # Independent path: transformers builds the block, autograd differentiates it at the recorded
+    # residual stream; the workflow used the closed form.
+    from crosslayer.jacobian import block_jacobians_autograd, single_token_block_fn
+
+    manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
+    live = AutoModelForCausalLM.from_pretrained(manifest["path"]).eval()
+    acts = np.load(tiny_run / f"results/dynamics/{model}/step16.activations.npz")["acts"]
+    assert acts.shape == (6, 2 * 4, 32)
+    result = np.load(tiny_run / f"results/dynamics/{model}/step16.jacobians.npz")
+    for layer in (0, 3):
+        block = live.base_model.layers[layer]
+        J = block_jacobians_autograd(single_token_block_fn(block, live), torch.from_numpy(acts[:, 2 * layer]))
+        assert np.allclose(result["mean"][layer], J.double().mean(0).numpy(), rtol=1e-4, atol=1e-5)
+    spectra = pd.read_csv(tiny_run / f"results/dynamics/{model}/step16.spectra.tsv", sep="\t", index_col="layer")
+    assert list(spectra.index) == [0, 1, 2, 3]
+    assert spectra["self_alignment"].between(0, 1).all() and spectra["henrici"].between(0, 1).all()
+
+
 def test_training_moves_alignment_above_step_zero(tiny_run):
     adjacent = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/adjacent.tsv", sep="\t")
     means = adjacent.groupby("step")["left"].mean()
@@ -108,7 +128,7 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    assert len(figures) == 2 * 4 + 1 + 2  # per-model alignment figures, overview, loss curves
+    assert len(figures) == 2 * 4 + 1 + 2 + 2  # per-model alignment figures, overview, loss curves, dynamics
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):

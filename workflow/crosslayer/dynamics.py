@@ -9,7 +9,7 @@ from crosslayer.adapters import adapter_for
 from crosslayer.jacobian import DEFAULT_CHUNK_BYTES, iter_block_jacobians
 from crosslayer.spectra import per_sample_stats
 
-__all__ = ["STAT_NAMES", "checkpoint_jacobian_stats"]
+__all__ = ["STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations", "load_model"]
 
 STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
 
@@ -63,3 +63,52 @@ def checkpoint_jacobian_stats(model, acts, *, chunk_bytes=DEFAULT_CHUNK_BYTES, d
                     result[name + suffix][layer, start:stop] = values
         result["mean"][layer] = (total / N).cpu().numpy()
     return result
+
+
+def load_model(manifest, *, device="cpu"):
+    """The checkpoint a manifest describes, as a float32 transformers model in eval mode, and
+    its tokenizer (None when the checkpoint ships none)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from crosslayer.errors import CheckpointError
+
+    path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=False)
+    except Exception as err:  # unsupported or broken checkpoint: say which
+        raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception:  # noqa: BLE001 - weights-only checkpoints have no tokenizer
+        tokenizer = None
+    return model.to(device).eval(), tokenizer
+
+
+def checkpoint_activations(manifest, text_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8):
+    """Residual stream (last token, before attention and before the MLP of every block) of the
+    first `n_samples` paragraphs (lines, like WikiText's) of a corpus text file with at least
+    `min_tokens` tokens, truncated to `max_tokens`, in file order.
+
+    Returns
+    -------
+    result : dict of ndarray
+        ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) paragraph indices.
+    """
+    from crosslayer.activations import record_residual_stream, select_samples
+    from crosslayer.corpus import read_articles
+    from crosslayer.errors import CheckpointError
+
+    model, tokenizer = load_model(manifest, device=device)
+    if tokenizer is None:
+        raise CheckpointError("no tokenizer in the checkpoint", model=manifest["model"],
+                              revision=manifest.get("revision"), file=manifest["path"])
+    paragraphs = [line for article in read_articles(text_path) for line in article.splitlines() if line.strip()]
+    token_ids = [tokenizer(paragraph)["input_ids"] for paragraph in paragraphs]
+    try:
+        samples = select_samples(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
+    except ValueError as err:
+        raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
+                              file=str(text_path)) from err
+    ids = [i for i, t in enumerate(token_ids) if len(t) >= min_tokens][:n_samples]
+    recorded = record_residual_stream(model, samples, batch_size=batch_size, device=device)
+    return {**recorded, "sample_ids": np.asarray(ids)}

@@ -13,6 +13,7 @@ __all__ = [
     "plot_boundary_trajectories",
     "plot_overlap_matrix",
     "plot_training_loss",
+    "plot_depth_profile",
     "depth_colors",
 ]
 
@@ -173,3 +174,32 @@ def plot_training_loss(ax, loss):
     ax.set(xlabel="training step", ylabel="cross-entropy [nats/token]")
     ax.legend(frameon=False)
     return line
+
+
+def plot_depth_profile(ax, profiles, column, *, cmap="viridis"):
+    """One line per checkpoint of a per-layer statistic against depth; step 0 (the random-init
+    null) dashed grey, later steps coloured from early (dark) to late (light).
+
+    Parameters
+    ----------
+    profiles : dict of int -> pandas.DataFrame
+        Step -> per-layer table (index = layer) holding `column`.
+    column : str
+
+    Returns
+    -------
+    lines : list of matplotlib.lines.Line2D
+        In step order.
+    """
+    steps = sorted(profiles)
+    trained = [s for s in steps if s > 0]
+    colors = dict(zip(trained, mpl.colormaps[cmap](np.linspace(0.15, 0.85, max(len(trained), 1)))))
+    lines = []
+    for step in steps:
+        table = profiles[step]
+        style = dict(color="0.5", ls="--") if step == 0 else dict(color=colors[step])
+        (line,) = ax.plot(table.index, table[column], marker="o", ms=3, lw=1.2, label=f"step {format_step(step)}", **style)
+        lines.append(line)
+    ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("layer")
+    return lines

@@ -95,6 +95,14 @@ def get_alignment_npz(wildcards):
     )
 
 
+def get_spectra_tables(wildcards):
+    return expand(
+        "results/dynamics/{model}/step{step}.spectra.tsv",
+        model=wildcards.model,
+        step=get_steps(wildcards.model),
+    )
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -120,4 +128,9 @@ def get_final_output():
             ext=["png", "pdf"],
         ),
         *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
+        *(
+            expand("results/figures/dynamics/{model}.depth_profiles.{ext}", model=MODELS, ext=["png", "pdf"])
+            if config["dynamics"]["activate"]
+            else []
+        ),
     ]

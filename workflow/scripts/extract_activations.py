@@ -1,0 +1,23 @@
+from _setup import start
+
+start(snakemake)
+
+import torch
+
+torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
+
+import numpy as np
+
+from crosslayer.checkpoints import read_manifest
+from crosslayer.dynamics import checkpoint_activations
+
+params = snakemake.params
+result = checkpoint_activations(
+    read_manifest(snakemake.input.manifest),
+    snakemake.input.text,
+    n_samples=params.n_samples,
+    min_tokens=params.min_tokens,
+    max_tokens=params.max_tokens,
+    device=params.device,
+)
+np.savez(snakemake.output.npz, **result)
