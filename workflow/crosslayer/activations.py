@@ -29,7 +29,7 @@ import torch
 
 from crosslayer.adapters import adapter_for
 
-__all__ = ["SNAPSHOT_KINDS", "record_residual_stream", "select_samples", "snapshot_name"]
+__all__ = ["SNAPSHOT_KINDS", "record_residual_stream", "select_sample_indices", "select_samples", "snapshot_name"]
 
 SNAPSHOT_KINDS = ("pre-attention", "pre-MLP")
 
@@ -72,19 +72,22 @@ def select_samples(token_ids: Sequence, *, min_tokens: int, max_tokens: int, n: 
         Bad arguments, or fewer than ``n`` samples have ``>= min_tokens`` tokens (the
         message names ``min_tokens`` and how many qualified).
     """
+    return [token_ids[i][:max_tokens] for i in select_sample_indices(
+        token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n)]
+
+
+def select_sample_indices(token_ids, *, min_tokens, max_tokens, n):
+    """Indices (in dataset order) of the samples :func:`select_samples` returns; same checks."""
     if not 1 <= min_tokens <= max_tokens:
         raise ValueError(f"need 1 <= min_tokens <= max_tokens, got min_tokens={min_tokens}, "
                          f"max_tokens={max_tokens}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    chosen = []
-    for sample in token_ids:
-        if len(sample) >= min_tokens:
-            chosen.append(sample[:max_tokens])
-            if len(chosen) == n:
-                return chosen
-    raise ValueError(f"only {len(chosen)} of {len(token_ids)} samples have >= min_tokens={min_tokens} "
-                     f"tokens; {n} requested")
+    chosen = [i for i, sample in enumerate(token_ids) if len(sample) >= min_tokens][:n]
+    if len(chosen) < n:
+        raise ValueError(f"only {len(chosen)} of {len(token_ids)} samples have >= min_tokens={min_tokens} "
+                         f"tokens; {n} requested")
+    return chosen
 
 
 def _first_tensor(args, kwargs):

@@ -94,7 +94,7 @@ def checkpoint_activations(manifest, text_path, *, n_samples, min_tokens, max_to
     result : dict of ndarray
         ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) paragraph indices.
     """
-    from crosslayer.activations import record_residual_stream, select_samples
+    from crosslayer.activations import record_residual_stream, select_sample_indices
     from crosslayer.corpus import read_articles
     from crosslayer.errors import CheckpointError
 
@@ -105,10 +105,10 @@ def checkpoint_activations(manifest, text_path, *, n_samples, min_tokens, max_to
     paragraphs = [line for article in read_articles(text_path) for line in article.splitlines() if line.strip()]
     token_ids = [tokenizer(paragraph)["input_ids"] for paragraph in paragraphs]
     try:
-        samples = select_samples(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
+        ids = select_sample_indices(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
     except ValueError as err:
         raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
                               file=str(text_path)) from err
-    ids = [i for i, t in enumerate(token_ids) if len(t) >= min_tokens][:n_samples]
+    samples = [token_ids[i][:max_tokens] for i in ids]
     recorded = record_residual_stream(model, samples, batch_size=batch_size, device=device)
     return {**recorded, "sample_ids": np.asarray(ids)}
