@@ -56,3 +56,18 @@ def test_rejects_activations_of_another_model(model_and_acts):
     model, acts = model_and_acts
     with pytest.raises(ValueError, match=r"\(N, 2L = 4, d\)"):
         checkpoint_jacobian_stats(model, acts[:, :2])
+
+
+def test_autograd_reference_path_agrees_with_the_closed_form(model_and_acts):
+    model, acts = model_and_acts
+    ours = checkpoint_jacobian_stats(model, acts)
+    ref = checkpoint_jacobian_stats(model, acts, method="functional", chunk_bytes=1)
+    for key in ours:
+        rtol = 1e-3 if key.startswith("condition") else 1e-4
+        assert np.allclose(ours[key], ref[key], rtol=rtol, atol=1e-5), key
+
+
+def test_unknown_method_is_named(model_and_acts):
+    model, acts = model_and_acts
+    with pytest.raises(ValueError, match="'autograd'.*closed_form"):
+        checkpoint_jacobian_stats(model, acts, method="autograd")

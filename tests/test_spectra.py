@@ -400,7 +400,9 @@ def test_regime_summary_means():
 
 def test_spectral_profile_table():
     Js = random_layers(5, 8, seed=15)
-    table = S.spectral_profile(Js, k=2, method="full", draws=50)
+    table, eigenvalues = S.spectral_profile(Js, k=2, method="full", draws=50, rank=8)
+    np.testing.assert_allclose(np.sort_complex(eigenvalues[1]), np.sort_complex(np.linalg.eigvals(Js[1])))
+    np.testing.assert_allclose(table["cumulative_effective_rank"], S.cumulative_effective_rank(Js, rank=8)[0])
     assert len(table) == 5 and np.isnan(table["forward_alignment"].iloc[-1])
     assert table["henrici"].iloc[0] == pytest.approx(S.henrici_departure(Js[0]))
     assert table["frac_complex_res"].iloc[2] == S.eigen_stats(Js[2], residual=True)["frac_complex"]
@@ -437,3 +439,13 @@ def test_spectral_profile_table():
 def test_bad_inputs_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_dose_response_table_is_the_result_in_long_form():
+    result = S.schur_dose_response(random_layers(3, 4, seed=3), alphas=(0.0, 1.0), draws=2, rank=4)
+    table = S.dose_response_table(result)
+    assert len(table) == (1 + 2 + 2) * 2 * 3
+    row = table.query("construction == 'control_b' and draw == 1 and alpha == 0 and start_layer == 2")
+    assert row["effective_rank"].item() == result["control_b"][1, 0, 2]
+    dose = table.query("construction == 'dose' and alpha == 1").sort_values("start_layer")
+    np.testing.assert_array_equal(dose["effective_rank"], result["dose"][1])

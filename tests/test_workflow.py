@@ -17,6 +17,7 @@ import yaml
 from transformers import AutoModelForCausalLM
 
 from crosslayer.checkpoints import read_manifest, verify_manifest
+from crosslayer.samples import read_samples
 from crosslayer.subspace import pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 from hub_cache import lay_out_cache
 
@@ -118,6 +119,24 @@ def test_mean_jacobians_match_autograd_of_the_saved_model(tiny_run, model):
     spectra = pd.read_csv(tiny_run / f"results/dynamics/{model}/step16.spectra.tsv", sep="\t", index_col="layer")
     assert list(spectra.index) == [0, 1, 2, 3]
     assert spectra["self_alignment"].between(0, 1).all() and spectra["henrici"].between(0, 1).all()
+    assert list(spectra["regime"]) == ["early", "mid", "late", "late"]  # the paper's 5/32, 20/32 split of 4 layers
+
+
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_schur_surgery_and_regimes_agree_with_the_spectra(tiny_run, model):
+    spectra = pd.read_csv(tiny_run / f"results/dynamics/{model}/step8.spectra.tsv", sep="\t", index_col="layer")
+    schur = pd.read_csv(tiny_run / f"results/dynamics/{model}/step8.schur.tsv", sep="\t")
+    assert set(schur["mode"]) == {"J", "J - I"} and set(schur["construction"]) == {"dose", "control_a", "control_b"}
+    for mode in ("J", "J - I"):
+        # alpha = 1 rebuilds the trained operator from its Schur form: the cumulative rank of the
+        # plain backward composition comes back (another code path, complex arithmetic)
+        dose = schur.query("mode == @mode and construction == 'dose' and alpha == 1").set_index("start_layer")
+        np.testing.assert_allclose(dose["effective_rank"], spectra["cumulative_effective_rank"], rtol=1e-8)
+    assert len(schur.query("construction == 'control_a'")) == 2 * 4 * 6 * 4  # modes x draws x alphas x layers
+    regimes = pd.read_csv(tiny_run / f"results/dynamics/{model}/regimes.tsv", sep="\t", index_col=["step", "regime"])
+    late = spectra[spectra["regime"] == "late"]
+    assert regimes.loc[(8, "late"), "henrici"] == pytest.approx(late["henrici"].mean())
+    assert regimes.loc[(8, "late"), "n_layers"] == 2 and len(regimes) == 4 * 3
 
 
 def test_training_moves_alignment_above_step_zero(tiny_run):
@@ -128,7 +147,7 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    assert len(figures) == 2 * 4 + 1 + 2 + 2  # per-model alignment figures, overview, loss curves, dynamics
+    assert len(figures) == 2 * 4 + 1 + 2 + 2 * 4  # per-model alignment figures, overview, loss curves, dynamics
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -233,6 +252,47 @@ def test_bad_checkpoints_fail_their_jobs_with_a_clear_message_and_no_output(tiny
     for m in models:
         assert not (tmp_path / f"results/alignment/{m}/step1.npz").exists()
     assert not (tmp_path / "results/checkpoints/no-such-revision/step1.json").exists()
+
+
+def test_bad_dynamics_input_fails_naming_model_revision_layer_and_sample(tiny_run, tmp_path):
+    good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    # NaN in the last block's MLP output weight: every activation is finite (they are recorded
+    # before it), the last layer's Jacobian is not.
+    nan = broken_checkpoint(good, tmp_path / "nan", nan_in="gpt_neox.layers.3.mlp.dense_4h_to_h.weight")
+    odd = broken_checkpoint(good, tmp_path / "odd", model_type="mamba")
+    models = {"nan-jacobian": {"source": "local", "checkpoints": {"1": str(nan)}},
+              "unknown-type": {"source": "local", "checkpoints": {"1": str(odd)}}}
+    config = write_config(tmp_path / "bad.yaml", models)
+    targets = [f"results/dynamics/{m}/step1.jacobians.npz" for m in models]
+    result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "logs/block_jacobians/nan-jacobian/step1.log").read_text()
+    assert re.search(r"model 'nan-jacobian' revision 'step1' file '.*': non-finite Jacobian .*layer 3, sample 0", log)
+    log = (tmp_path / "logs/extract_activations/unknown-type/step1.log").read_text()
+    assert "model 'unknown-type' revision 'step1'" in log and "mamba" in log
+    assert not list((tmp_path / "results/dynamics").rglob("*.jacobians.npz"))
+    assert not (tmp_path / "results/dynamics/unknown-type/step1.activations.npz").exists()
+
+
+def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run, tmp_path):
+    # The dataset path of the paper suites, on a local dataset directory: too few texts pass
+    # the length filter.
+    data = tmp_path / "texts"
+    data.mkdir()
+    (data / "train.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ["a b c", "", "d e f g h"]))
+    good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    config = write_config(tmp_path / "short.yaml", {"m": {"source": "local", "checkpoints": {"1": str(good)}}},
+                          dynamics={**yaml.safe_load(TINY.read_text())["dynamics"],
+                                    "samples": {"source": "dataset", "dataset": {"path": str(data), "name": None,
+                                                                                 "cache_dir": str(tmp_path / "c")}}})
+    result = snakemake(tmp_path, "results/dynamics/m/step1.activations.npz", "--cores", "1", "--configfile",
+                       str(config), env={"HF_DATASETS_OFFLINE": "1"}, check=False)
+    assert result.returncode != 0
+    _, texts = read_samples(tmp_path / "results/samples/texts.jsonl")
+    assert texts == ["a b c", "d e f g h"]
+    log = (tmp_path / "logs/extract_activations/m/step1.log").read_text()
+    assert "model 'm' revision 'step1'" in log and "texts.jsonl" in log and "min_tokens=8" in log
+    assert not (tmp_path / "results/dynamics/m/step1.activations.npz").exists()
 
 
 @pytest.mark.parametrize(

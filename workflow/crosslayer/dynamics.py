@@ -6,15 +6,38 @@ import numpy as np
 import torch
 
 from crosslayer.adapters import adapter_for
-from crosslayer.jacobian import DEFAULT_CHUNK_BYTES, iter_block_jacobians
+from crosslayer.errors import CheckpointError
+from crosslayer.jacobian import (
+    AUTOGRAD_METHODS,
+    DEFAULT_CHUNK_BYTES,
+    block_jacobians_autograd,
+    iter_block_jacobians,
+    single_token_block_fn,
+)
 from crosslayer.spectra import per_sample_stats
 
-__all__ = ["STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations", "load_model"]
+__all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations", "load_model"]
 
 STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
+# "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
+JACOBIAN_METHODS = ("closed_form", *AUTOGRAD_METHODS)
 
 
-def checkpoint_jacobian_stats(model, acts, *, chunk_bytes=DEFAULT_CHUNK_BYTES, device=None, progress=None):
+def _autograd_chunks(block, model, x, method, chunk_bytes, layer):
+    """The reference path: autograd of the real transformers block, in chunks of samples."""
+    fn = single_token_block_fn(block, model)
+    d = x.shape[1]
+    step = max(1, int(chunk_bytes // (4 * d * d)))
+    for start in range(0, x.shape[0], step):
+        J = block_jacobians_autograd(fn, x[start : start + step], method=method).detach()
+        bad = ~torch.isfinite(J).flatten(1).all(1)
+        if bad.any():
+            raise ValueError(f"non-finite Jacobian (NaN/Inf) at layer {layer}, sample {start + int(bad.nonzero()[0])}")
+        yield start, J
+
+
+def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
+                              progress=None):
     """Mean Jacobian and per-sample statistics of every block of a loaded model.
 
     Parameters
@@ -24,6 +47,9 @@ def checkpoint_jacobian_stats(model, acts, *, chunk_bytes=DEFAULT_CHUNK_BYTES, d
     acts : (N, 2L, d) array_like
         Residual stream from :func:`crosslayer.activations.record_residual_stream`; snapshot
         ``2l`` (the block-l input) is where block l's Jacobian is taken.
+    method : {"closed_form", "functional", "vectorized", "jacrev"}
+        Our batched closed form, or autograd of the real block (:func:`block_jacobians_autograd`;
+        "functional" is the paper's method) as the reference.
     chunk_bytes : int
         Working memory of one chunk of per-sample Jacobians.
     device : str or torch.device, optional
@@ -38,6 +64,8 @@ def checkpoint_jacobian_stats(model, acts, *, chunk_bytes=DEFAULT_CHUNK_BYTES, d
         :data:`STAT_NAMES`, ``<name>`` and ``<name>_res`` (L, N): the statistic of ``J`` and
         of ``J - I`` per layer and sample.
     """
+    if method not in JACOBIAN_METHODS:
+        raise ValueError(f"unknown Jacobian method {method!r}; choose one of {JACOBIAN_METHODS}")
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
     acts = np.asarray(acts, dtype=np.float32)
@@ -52,10 +80,13 @@ def checkpoint_jacobian_stats(model, acts, *, chunk_bytes=DEFAULT_CHUNK_BYTES, d
         result[f"{name}_res"] = np.empty((L, N))
     layers = range(L)
     for layer in progress(layers) if progress else layers:
-        parts = adapter.block_parts(blocks[layer])
         x = torch.from_numpy(acts[:, 2 * layer]).to(device)
+        if method == "closed_form":
+            chunks = iter_block_jacobians(adapter.block_parts(blocks[layer]), x, chunk_bytes=chunk_bytes, layer=layer)
+        else:
+            chunks = _autograd_chunks(blocks[layer], model, x, method, chunk_bytes, layer)
         total = torch.zeros(d, d, dtype=torch.float64, device=device)
-        for start, J in iter_block_jacobians(parts, x, chunk_bytes=chunk_bytes, layer=layer):
+        for start, J in chunks:
             total += J.sum(dim=0, dtype=torch.float64)
             stop = start + J.shape[0]
             for suffix, residual in (("", False), ("_res", True)):
@@ -70,13 +101,15 @@ def load_model(manifest, *, device="cpu"):
     its tokenizer (None when the checkpoint ships none)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from crosslayer.errors import CheckpointError
-
     path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=False)
     except Exception as err:  # unsupported or broken checkpoint: say which
         raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
+    try:
+        adapter_for(model)
+    except NotImplementedError as err:  # transformers knows it, our adapters do not
+        raise CheckpointError(str(err), **context, file=path) from err
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception:  # noqa: BLE001 - weights-only checkpoints have no tokenizer
@@ -84,31 +117,32 @@ def load_model(manifest, *, device="cpu"):
     return model.to(device).eval(), tokenizer
 
 
-def checkpoint_activations(manifest, text_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8):
+def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8):
     """Residual stream (last token, before attention and before the MLP of every block) of the
-    first `n_samples` paragraphs (lines, like WikiText's) of a corpus text file with at least
+    first `n_samples` texts of a samples file (:mod:`crosslayer.samples`) with at least
     `min_tokens` tokens, truncated to `max_tokens`, in file order.
 
     Returns
     -------
     result : dict of ndarray
-        ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) paragraph indices.
+        ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) the texts' ids.
     """
     from crosslayer.activations import record_residual_stream, select_sample_indices
-    from crosslayer.corpus import read_articles
-    from crosslayer.errors import CheckpointError
+    from crosslayer.samples import read_samples
 
+    context = {"model": manifest["model"], "revision": manifest.get("revision")}
     model, tokenizer = load_model(manifest, device=device)
     if tokenizer is None:
-        raise CheckpointError("no tokenizer in the checkpoint", model=manifest["model"],
-                              revision=manifest.get("revision"), file=manifest["path"])
-    paragraphs = [line for article in read_articles(text_path) for line in article.splitlines() if line.strip()]
-    token_ids = [tokenizer(paragraph)["input_ids"] for paragraph in paragraphs]
+        raise CheckpointError("no tokenizer in the checkpoint", **context, file=manifest["path"])
+    ids, texts = read_samples(samples_path)
+    token_ids = [tokenizer(text)["input_ids"] for text in texts]
     try:
-        ids = select_sample_indices(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
+        picked = select_sample_indices(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
     except ValueError as err:
-        raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
-                              file=str(text_path)) from err
-    samples = [token_ids[i][:max_tokens] for i in ids]
-    recorded = record_residual_stream(model, samples, batch_size=batch_size, device=device)
-    return {**recorded, "sample_ids": np.asarray(ids)}
+        raise CheckpointError(str(err), **context, file=str(samples_path)) from err
+    samples = [token_ids[i][:max_tokens] for i in picked]
+    try:
+        recorded = record_residual_stream(model, samples, batch_size=batch_size, device=device)
+    except ValueError as err:  # non-finite activation: name the checkpoint too
+        raise CheckpointError(str(err), **context, file=manifest["path"]) from err
+    return {**recorded, "sample_ids": np.asarray([ids[i] for i in picked])}

@@ -45,6 +45,7 @@ __all__ = [
     "single_token_block_fn",
 ]
 
+AUTOGRAD_METHODS = ("functional", "vectorized", "jacrev")  # see block_jacobians_autograd
 DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one chunk of samples
 
 
@@ -475,10 +476,10 @@ def block_jacobians_autograd(block_fn, x, *, method="functional"):
     torch.Tensor
         ``(B, d, d)``, dtype of ``x``.
     """
+    if method not in AUTOGRAD_METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {AUTOGRAD_METHODS}")
     if method == "functional":
         return torch.stack([torch.autograd.functional.jacobian(block_fn, xi) for xi in x])
     if method == "vectorized":
         return torch.stack([torch.autograd.functional.jacobian(block_fn, xi, vectorize=True) for xi in x])
-    if method == "jacrev":
-        return torch.func.vmap(torch.func.jacrev(block_fn))(x).detach()
-    raise ValueError(f"unknown method '{method}'; choose functional, vectorized or jacrev")
+    return torch.func.vmap(torch.func.jacrev(block_fn))(x).detach()

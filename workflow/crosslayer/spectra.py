@@ -50,6 +50,7 @@ __all__ = [
     "random_strict_upper",
     "haar_unitary",
     "schur_dose_response",
+    "dose_response_table",
     "depth_regimes",
     "spectral_profile",
     "regime_summary",
@@ -714,6 +715,29 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
     return out
 
 
+def dose_response_table(result):
+    """Long table of a :func:`schur_dose_response` result.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per (construction, draw, alpha, start layer): ``construction`` in
+        {"dose", "control_a", "control_b"}, ``draw`` (0 for the dose), ``alpha``, ``start_layer``,
+        ``effective_rank``.
+    """
+    import pandas as pd
+
+    alphas = result["alphas"]
+    frames = []
+    for construction in ("dose", "control_a", "control_b"):
+        values = result[construction]
+        values = values[None] if construction == "dose" else values  # (draws, A, L)
+        draw, a, layer = np.indices(values.shape).reshape(3, -1)
+        frames.append(pd.DataFrame({"construction": construction, "draw": draw, "alpha": alphas[a],
+                                    "start_layer": layer, "effective_rank": values.ravel()}))
+    return pd.concat(frames, ignore_index=True)
+
+
 # --------------------------------------------------------------------------- depth regimes
 
 
@@ -753,7 +777,7 @@ def depth_regimes(n_layers, *, boundaries=None, fractions=None):
     return labels.astype(str)
 
 
-def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000):
+def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000, rank=None):
     """Per-layer table of the mean-Jacobian statistics, for J and J - I.
 
     Parameters
@@ -762,18 +786,25 @@ def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000)
         Per-layer mean Jacobians (real).
     k, tol, method, seed, draws
         See :func:`eigen_stats` and :func:`alignment_profile`.
+    rank : int, optional
+        Truncation rank of the cumulative Jacobians (:func:`cumulative_effective_rank`).
 
     Returns
     -------
     table : pandas.DataFrame
         Index ``layer`` 0..L-1. Columns ``spectral_radius``, ``frac_expanding``,
         ``frac_complex``, ``henrici``, ``self_alignment``, ``forward_alignment`` (NaN for the last
-        layer), each also with suffix ``_res`` for J - I, and ``residual_norm_ratio``. The
-        alignment baselines are in ``table.attrs`` (``baseline_mean``, ``baseline_sd``).
+        layer), each also with suffix ``_res`` for J - I; ``residual_norm_ratio``;
+        ``cumulative_effective_rank`` and ``cumulative_log_frobenius`` of ``J_{l->L}`` from each
+        start layer l. The alignment baselines are in ``table.attrs`` (``baseline_mean``,
+        ``baseline_sd``).
+    eigenvalues : (L, d) complex ndarray
+        Eigenvalues of each J (those of J - I are these minus 1).
     """
     import pandas as pd
 
     Js = _check_stack("Js", Js)
+    eigenvalues = np.stack([np.linalg.eigvals(J) for J in Js])
     rows = {}
     for suffix, residual in (("", False), ("_res", True)):
         eig = [eigen_stats(J, residual=residual, tol=tol) for J in Js]
@@ -787,10 +818,11 @@ def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000)
         rows["self_alignment" + suffix] = align["self"]
         rows["forward_alignment" + suffix] = np.append(align["forward"], np.nan)
     rows["residual_norm_ratio"] = [residual_norm_ratio(J) for J in Js]
+    rows["cumulative_effective_rank"], rows["cumulative_log_frobenius"] = cumulative_effective_rank(Js, rank=rank)
     table = pd.DataFrame(rows, index=pd.RangeIndex(Js.shape[0], name="layer"))
     table.attrs["baseline_mean"] = align["baseline_mean"]
     table.attrs["baseline_sd"] = align["baseline_sd"]
-    return table
+    return table, eigenvalues
 
 
 def regime_summary(stats, regimes):

@@ -103,6 +103,25 @@ def get_spectra_tables(wildcards):
     )
 
 
+def get_eigenvalue_files(wildcards):
+    return expand(
+        "results/dynamics/{model}/step{step}.eigenvalues.npz",
+        model=wildcards.model,
+        step=get_steps(wildcards.model),
+    )
+
+
+def get_schur_tables(wildcards):
+    return expand(
+        "results/dynamics/{model}/step{step}.schur.tsv",
+        model=wildcards.model,
+        step=get_steps(wildcards.model),
+    )
+
+
+DYNAMICS_FIGURES = ["operators", "sample_spectra", "eigenvalues", "cumulative_rank"]  # see plot_dynamics
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -129,7 +148,15 @@ def get_final_output():
         ),
         *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
         *(
-            expand("results/figures/dynamics/{model}.depth_profiles.{ext}", model=MODELS, ext=["png", "pdf"])
+            [
+                *expand("results/dynamics/{model}/regimes.tsv", model=MODELS),
+                *expand(
+                    "results/figures/dynamics/{model}.{figure}.{ext}",
+                    model=MODELS,
+                    figure=DYNAMICS_FIGURES,
+                    ext=["png", "pdf"],
+                ),
+            ]
             if config["dynamics"]["activate"]
             else []
         ),

@@ -1,11 +1,33 @@
-# Residual-stream dynamics (paper 004): activations -> exact block Jacobians -> spectra.
+# Residual-stream dynamics (paper 004): texts -> activations -> exact block Jacobians -> spectra,
+# cumulative rank and Schur surgery -> regime table and figures.
 DYNAMICS = config["dynamics"]
+SAMPLES = DYNAMICS["samples"]
+
+
+# Hub datasets need the internet, so texts are prepared where Snakemake runs, never on a node.
+localrules:
+    prepare_samples,
+
+
+rule prepare_samples:
+    input:
+        text=rules.prepare_corpus.output.text if SAMPLES["source"] == "corpus" else [],
+    output:
+        samples="results/samples/texts.jsonl",
+    log:
+        "logs/prepare_samples.log",
+    conda:
+        "../../envs/samples.yaml"
+    params:
+        samples=SAMPLES,
+    script:
+        "../scripts/prepare_samples.py"
 
 
 rule extract_activations:
     input:
         manifest="results/checkpoints/{model}/step{step}.json",
-        text=rules.prepare_corpus.output.text,
+        samples=rules.prepare_samples.output.samples,
     output:
         npz="results/dynamics/{model}/step{step}.activations.npz",
     log:
@@ -42,6 +64,7 @@ rule block_jacobians:
     resources:
         gpu=get_gpu_request(DYNAMICS["device"]),
     params:
+        method=DYNAMICS["jacobian_method"],
         chunk_mb=DYNAMICS["chunk_mb"],
         device=DYNAMICS["device"],
     script:
@@ -53,6 +76,7 @@ rule jacobian_spectra:
         jacobians=rules.block_jacobians.output.npz,
     output:
         table="results/dynamics/{model}/step{step}.spectra.tsv",
+        eigenvalues="results/dynamics/{model}/step{step}.eigenvalues.npz",
     log:
         "logs/jacobian_spectra/{model}/step{step}.log",
     benchmark:
@@ -64,22 +88,80 @@ rule jacobian_spectra:
         k=DYNAMICS["k"],
         baseline_draws=DYNAMICS["baseline_draws"],
         seed=DYNAMICS["seed"],
+        rank=DYNAMICS["rank"],
+        regime_boundaries=DYNAMICS["regime_boundaries"],
     script:
         "../scripts/jacobian_spectra.py"
+
+
+rule schur_surgery:
+    input:
+        jacobians=rules.block_jacobians.output.npz,
+    output:
+        table="results/dynamics/{model}/step{step}.schur.tsv",
+    log:
+        "logs/schur_surgery/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/schur_surgery/{model}/step{step}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    threads: DYNAMICS["threads"]
+    params:
+        alphas=DYNAMICS["schur"]["alphas"],
+        draws=DYNAMICS["schur"]["draws"],
+        modes=DYNAMICS["schur"]["modes"],
+        rank=DYNAMICS["rank"],
+        seed=DYNAMICS["seed"],
+    script:
+        "../scripts/schur_surgery.py"
+
+
+rule dynamics_regimes:
+    input:
+        tables=get_spectra_tables,
+    output:
+        table=report(
+            "results/dynamics/{model}/regimes.tsv",
+            caption="../report/regimes.rst",
+            category="Dynamics",
+            subcategory="{model}",
+            labels={"model": "{model}", "table": "depth regimes"},
+        ),
+    log:
+        "logs/dynamics_regimes/{model}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        steps=get_model_steps,
+    script:
+        "../scripts/dynamics_regimes.py"
+
+
+def dynamics_figure(name, caption):
+    """A per-model dynamics figure (PNG in the report, PDF beside it)."""
+    return report(
+        f"results/figures/dynamics/{{model}}.{name}.png",
+        caption=f"../report/{caption}.rst",
+        category="Dynamics",
+        subcategory="{model}",
+        labels={"model": "{model}", "figure": name.replace("_", " ")},
+    )
 
 
 rule plot_dynamics:
     input:
         tables=get_spectra_tables,
+        eigenvalues=get_eigenvalue_files,
+        schur=get_schur_tables,
     output:
-        depth=report(
-            "results/figures/dynamics/{model}.depth_profiles.png",
-            caption="../report/depth_profiles.rst",
-            category="Dynamics",
-            subcategory="{model}",
-            labels={"model": "{model}", "figure": "depth profiles"},
+        operators=dynamics_figure("operators", "dynamics_operators"),
+        samples=dynamics_figure("sample_spectra", "dynamics_sample_spectra"),
+        eigenvalues=dynamics_figure("eigenvalues", "dynamics_eigenvalues"),
+        cumulative=dynamics_figure("cumulative_rank", "dynamics_cumulative_rank"),
+        pdfs=expand(
+            "results/figures/dynamics/{{model}}.{name}.pdf",
+            name=DYNAMICS_FIGURES,
         ),
-        depth_pdf="results/figures/dynamics/{model}.depth_profiles.pdf",
     log:
         "logs/plot_dynamics/{model}.log",
     benchmark:

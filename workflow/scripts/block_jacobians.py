@@ -11,13 +11,21 @@ from tqdm import tqdm
 
 from crosslayer.checkpoints import read_manifest
 from crosslayer.dynamics import checkpoint_jacobian_stats, load_model
+from crosslayer.errors import CheckpointError
 
-model, _ = load_model(read_manifest(snakemake.input.manifest), device=snakemake.params.device)
+params = snakemake.params
+manifest = read_manifest(snakemake.input.manifest)
+model, _ = load_model(manifest, device=params.device)
 with np.load(snakemake.input.activations) as activations:
-    result = checkpoint_jacobian_stats(
-        model,
-        activations["acts"],
-        chunk_bytes=snakemake.params.chunk_mb * 2**20,
-        progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
-    )
+    try:
+        result = checkpoint_jacobian_stats(
+            model,
+            activations["acts"],
+            method=params.method,
+            chunk_bytes=params.chunk_mb * 2**20,
+            progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
+        )
+    except ValueError as err:  # a non-finite input or Jacobian names layer and sample; add the checkpoint
+        raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
+                              file=manifest["path"]) from err
 np.savez(snakemake.output.npz, **result)

@@ -14,7 +14,7 @@ from crosslayer.dynamics import checkpoint_activations
 params = snakemake.params
 result = checkpoint_activations(
     read_manifest(snakemake.input.manifest),
-    snakemake.input.text,
+    snakemake.input.samples,
     n_samples=params.n_samples,
     min_tokens=params.min_tokens,
     max_tokens=params.max_tokens,

@@ -4,13 +4,19 @@ start(snakemake)
 
 import numpy as np
 
-from crosslayer.spectra import spectral_profile
+from crosslayer.spectra import depth_regimes, spectral_profile
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:
-    table = spectral_profile(jacobians["mean"], k=params.k, seed=params.seed, draws=params.baseline_draws)
-    for name in jacobians.files:  # medians of the per-sample distributions (L, N), of J and J - I
+    table, eigenvalues = spectral_profile(
+        jacobians["mean"], k=params.k, seed=params.seed, draws=params.baseline_draws,
+        rank=min(params.rank, jacobians["mean"].shape[-1]),  # r = d: exact products
+    )
+    for name in jacobians.files:  # quartiles of the per-sample distributions (L, N), of J and J - I
         if name != "mean":
-            table[f"median_{name}"] = np.median(jacobians[name], axis=1)
+            for label, q in (("q25", 25), ("median", 50), ("q75", 75)):
+                table[f"{label}_{name}"] = np.percentile(jacobians[name], q, axis=1)
+table.insert(0, "regime", depth_regimes(len(table), boundaries=params.regime_boundaries))
 table = table.assign(**table.attrs)
 table.to_csv(snakemake.output.table, sep="\t")
+np.savez(snakemake.output.eigenvalues, eigenvalues=eigenvalues)

@@ -6,30 +6,111 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
-from crosslayer.plots import plot_depth_profile
+from crosslayer.plots import (
+    format_step,
+    pick_steps,
+    plot_depth_profile,
+    plot_dose_response,
+    plot_eigenvalue_cloud,
+    plot_quantile_profile,
+)
+from crosslayer.spectra import REGIMES
 
-model = snakemake.wildcards.model
-profiles = {
-    step: pd.read_csv(path, sep="\t", index_col="layer") for step, path in zip(snakemake.params.steps, snakemake.input.tables)
-}
+model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
+output = snakemake.output
+profiles = {step: pd.read_csv(path, sep="\t", index_col="layer") for step, path in zip(steps, snakemake.input.tables)}
+first = profiles[steps[0]]
+null_note = "step 0 = random-init null, dashed" if 0 in profiles else "no step-0 checkpoint configured"
+
+
+def save(fig, name):
+    png = getattr(output, name)
+    fig.savefig(png, dpi=dpi)
+    fig.savefig(png.removesuffix(".png") + ".pdf")  # listed in output.pdfs
+    plt.close(fig)
+
+
+# 1. operator geometry of the mean Jacobian, for J and J - I
 panels = [
-    ("self_alignment", "self-alignment of J"),
-    ("self_alignment_res", "self-alignment of J − I"),
-    ("henrici", "Henrici departure of J"),
-    ("frac_complex", "eigenvalues in complex pairs"),
-    ("frac_expanding", "expanding fraction |λ| > 1"),
-    ("residual_norm_ratio", "‖J − I‖_F / ‖I‖_F"),
+    ("self_alignment", "self-alignment of J", True),
+    ("henrici", "Henrici departure of J", False),
+    ("forward_alignment", "forward alignment of J (l → l+1)", True),
+    ("frac_complex", "eigenvalues in complex pairs", False),
+    ("self_alignment_res", "self-alignment of J − I", True),
+    ("henrici_res", "Henrici departure of J − I", False),
+    ("forward_alignment_res", "forward alignment of J − I", True),
+    ("residual_norm_ratio", "‖J − I‖_F / ‖I‖_F", False),
 ]
-fig, axes = plt.subplots(2, 3, figsize=(11, 6), layout="constrained")
-for ax, (column, title) in zip(axes.flat, panels):
+fig, axes = plt.subplots(2, 4, figsize=(14, 6.5), layout="constrained")
+for ax, (column, title, baseline) in zip(axes.flat, panels):
     plot_depth_profile(ax, profiles, column)
-    if column.startswith("self_alignment"):
-        baseline = next(iter(profiles.values()))["baseline_mean"].iloc[0]
-        ax.axhline(baseline, color="0.5", lw=1, ls=":", label="random baseline")
-    ax.set_title(title)
-axes.flat[0].legend(frameon=False, fontsize="x-small")
-fig.suptitle(f"{model}: mean single-token block Jacobian across depth (step 0 = random-init null, dashed)")
-fig.savefig(snakemake.output.depth, dpi=snakemake.params.dpi)
-fig.savefig(snakemake.output.depth_pdf)
+    if baseline:
+        mean, sd = first["baseline_mean"].iloc[0], first["baseline_sd"].iloc[0]
+        ax.axhspan(mean - 2 * sd, mean + 2 * sd, color="0.85", zorder=0, label="random ±2 sd")
+        ax.axhline(mean, color="0.5", lw=1, ls=":")
+    ax.set_title(title, fontsize="medium")
+axes[0, 0].legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: mean single-token block Jacobian across depth ({null_note})")
+save(fig, "operators")
+
+# 2. per-sample singular-value statistics (median and interquartile band over samples)
+fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), layout="constrained")
+for row, (suffix, op) in enumerate((("", "J"), ("_res", "J − I"))):
+    plot_quantile_profile(axes[row, 0], profiles, "condition_number" + suffix)
+    axes[row, 0].set_yscale("log")
+    axes[row, 0].set_title(f"condition number of {op}", fontsize="medium")
+    plot_quantile_profile(axes[row, 1], profiles, "participation_ratio" + suffix)
+    axes[row, 1].set_title(f"participation ratio of {op}", fontsize="medium")
+    plot_depth_profile(axes[row, 2], profiles, "frac_expanding" + suffix)
+    axes[row, 2].set_title(f"expanding fraction |λ| > 1 of mean {op}", fontsize="medium")
+axes[0, 0].legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: per-sample Jacobian spectra, median and interquartile range over texts ({null_note})")
+save(fig, "samples")
+
+# 3. eigenvalue clouds per depth regime
+shown = pick_steps(steps)
+regimes = first["regime"].to_numpy()
+present = [r for r in REGIMES if r in regimes]
+n_layers = len(first)
+fig, axes = plt.subplots(len(shown), len(present), figsize=(3.6 * len(present), 3.4 * len(shown)),
+                         layout="constrained", squeeze=False)
+for row, step in enumerate(shown):
+    with np.load(snakemake.input.eigenvalues[steps.index(step)]) as npz:
+        eigenvalues = npz["eigenvalues"]
+    for ax, regime in zip(axes[row], present):
+        layers = np.flatnonzero(regimes == regime)
+        plot_eigenvalue_cloud(ax, eigenvalues[layers], layers, n_layers=n_layers)
+        span = f"layer {layers[0]}" if len(layers) == 1 else f"layers {layers[0]}–{layers[-1]}"
+        ax.set_title(f"step {format_step(step)} · {regime} ({span})", fontsize="medium")
+colorbar = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(-0.5, n_layers - 0.5), "viridis"), ax=axes,
+                        label="layer", shrink=0.6)
+colorbar.ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+fig.suptitle(f"{model}: eigenvalues of the mean Jacobian per depth regime (dotted: unit circle)")
+save(fig, "eigenvalues")
+
+# 4. cumulative effective rank and the Schur dose response
+schur = {step: pd.read_csv(path, sep="\t") for step, path in zip(steps, snakemake.input.schur)}
+modes = list(dict.fromkeys(schur[steps[0]]["mode"]))
+fig, axes = plt.subplots(1, 1 + len(modes), figsize=(4.6 * (1 + len(modes)), 4.2), layout="constrained")
+plot_depth_profile(axes[0], profiles, "cumulative_effective_rank")
+axes[0].set(xlabel="start layer $l$", ylabel=r"effective rank of $J_{l \to L}$")
+ranks = pd.concat([p["cumulative_effective_rank"] for p in profiles.values()])
+if ranks.max() > 10 * ranks.min():  # paper scale: from d down to a handful
+    axes[0].set_yscale("log")
+axes[0].set_title("cumulative Jacobian", fontsize="medium")
+axes[0].legend(frameon=False, fontsize="x-small")
+ends = [steps[0], steps[-1]] if len(steps) > 1 else steps
+for ax, mode in zip(axes[1:], modes):
+    for color, step in zip(("0.5", "C3"), ends):
+        plot_dose_response(ax, schur[step][schur[step]["mode"] == mode], color=color, label=f"step {format_step(step)}")
+    ax.set_title(f"Schur surgery of {mode.replace('-', '−')}, from layer 0", fontsize="medium")
+handles = [Line2D([], [], color="k", lw=1.8, marker="o", label="dose: $Q (D + \\alpha N) Q^H$"),
+           Line2D([], [], color="k", ls="--", marker="^", label="control A: Gaussian $N$, same $\\|N\\|_F$"),
+           Line2D([], [], color="k", ls=":", marker="s", label="control B: Haar-random basis")]
+axes[1].legend(handles=[*axes[1].get_legend_handles_labels()[0], *handles], frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: dimensional funnelling through depth ({null_note})")
+save(fig, "cumulative")

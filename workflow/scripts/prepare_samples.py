@@ -1,0 +1,15 @@
+from _setup import start
+
+start(snakemake)
+
+import logging
+
+from crosslayer.samples import corpus_paragraphs, dataset_texts, write_samples
+
+settings = snakemake.params.samples
+if settings["source"] == "corpus":
+    texts = corpus_paragraphs(snakemake.input.text)
+else:
+    texts = dataset_texts(**settings["dataset"])
+n = write_samples(texts, snakemake.output.samples)
+logging.info("wrote %d non-empty texts of %d (source: %s)", n, len(texts), settings["source"])
