@@ -5,7 +5,8 @@ import pytest
 import torch
 import transformers as T
 
-from crosslayer.activations import record_residual_stream, select_samples, snapshot_name
+from crosslayer.activations import record_residual_stream, select_samples
+from crosslayer.snapshots import snapshot_name
 from crosslayer.adapters import adapter_for
 
 torch.set_num_threads(1)

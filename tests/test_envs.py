@@ -14,7 +14,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 RULES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 # import name -> conda-forge package name, where they differ
-CONDA_NAME = {"torch": "pytorch", "yaml": "pyyaml", "matplotlib": "matplotlib-base", "httpx2": "huggingface_hub"}
+CONDA_NAME = {"torch": "pytorch", "yaml": "pyyaml", "matplotlib": "matplotlib-base", "httpx2": "huggingface_hub",
+              "igraph": "python-igraph"}
 LOCAL = {"crosslayer", "_setup"}
 
 

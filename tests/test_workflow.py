@@ -110,7 +110,7 @@ def test_mean_jacobians_match_autograd_of_the_saved_model(tiny_run, model):
     manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
     live = AutoModelForCausalLM.from_pretrained(manifest["path"]).eval()
     acts = np.load(tiny_run / f"results/dynamics/{model}/step16.activations.npz")["acts"]
-    assert acts.shape == (6, 2 * 4, 32)
+    assert acts.shape == (40, 2 * 4, 32)
     result = np.load(tiny_run / f"results/dynamics/{model}/step16.jacobians.npz")
     for layer in (0, 3):
         block = live.base_model.layers[layer]

@@ -28,16 +28,9 @@ import numpy as np
 import torch
 
 from crosslayer.adapters import adapter_for
+from crosslayer.snapshots import SNAPSHOT_KINDS, snapshot_name
 
 __all__ = ["SNAPSHOT_KINDS", "record_residual_stream", "select_sample_indices", "select_samples", "snapshot_name"]
-
-SNAPSHOT_KINDS = ("pre-attention", "pre-MLP")
-
-
-def snapshot_name(index: int) -> str:
-    """Human-readable name of snapshot ``index``: ``"layer 3 pre-MLP"`` for 7."""
-    return f"layer {index // 2} {SNAPSHOT_KINDS[index % 2]}"
-
 
 def _as_ids(sample) -> torch.Tensor:
     """One sample as a 1-D int64 CPU tensor."""

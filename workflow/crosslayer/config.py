@@ -131,6 +131,8 @@ def check_config(config):
             raise ValueError(f"{key}: `arch` and `train` apply only to `source: train` models")
         if cfg["source"] != "hub" and "repo" in cfg:
             raise ValueError(f"{key}.repo: only `source: hub` models have a repo")
+    if config["topology"]["activate"] and not config["dynamics"]["activate"]:
+        raise ValueError("topology.activate: the topology stages need the dynamics stages (dynamics.activate: true)")
     k = config["alignment"]["k"]
     for name, cfg in config["models"].items():
         if cfg["source"] == "train" and k >= train_settings(config, name)["d_model"]:

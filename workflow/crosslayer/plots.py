@@ -18,6 +18,7 @@ __all__ = [
     "plot_eigenvalue_cloud",
     "plot_dose_response",
     "pick_steps",
+    "step_grid",
     "depth_colors",
 ]
 
@@ -284,3 +285,23 @@ def pick_steps(steps, n=4):
     if len(steps) <= n:
         return steps
     return [steps[i] for i in sorted(set(np.linspace(0, len(steps) - 1, n).round().astype(int)))]
+
+
+def step_grid(n, *, ncols=4, size=(3.6, 3.2)):
+    """A figure with one panel per checkpoint, row-major, shared y axis; unused panels hidden.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : list of matplotlib.axes.Axes
+        The first `n` panels.
+    """
+    import matplotlib.pyplot as plt
+
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), layout="constrained",
+                             sharey=True, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])

@@ -122,6 +122,18 @@ def get_schur_tables(wildcards):
 DYNAMICS_FIGURES = ["operators", "sample_spectra", "eigenvalues", "cumulative_rank"]  # see plot_dynamics
 
 
+TOPOLOGY_FIGURES = ["communities", "boundary_coupling", "mesoscale", "rate_coupling"]  # see plot_topology
+
+
+def topology_files(kind):
+    """(model, step, path) of every checkpoint's results/topology/{model}/step{step}.{kind}.tsv."""
+    return [
+        (model, step, f"results/topology/{model}/step{step}.{kind}.tsv")
+        for model in MODELS
+        for step in get_steps(model)
+    ]
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -158,6 +170,20 @@ def get_final_output():
                 ),
             ]
             if config["dynamics"]["activate"]
+            else []
+        ),
+        *(
+            [
+                "results/topology/method_comparison.tsv",
+                *expand("results/figures/topology/all_models.alignment_vs_boundary.{ext}", ext=["png", "pdf"]),
+                *expand(
+                    "results/figures/topology/{model}.{figure}.{ext}",
+                    model=MODELS,
+                    figure=TOPOLOGY_FIGURES,
+                    ext=["png", "pdf"],
+                ),
+            ]
+            if config["topology"]["activate"]
             else []
         ),
     ]

@@ -16,6 +16,8 @@ rule prepare_samples:
         samples="results/samples/texts.jsonl",
     log:
         "logs/prepare_samples.log",
+    benchmark:
+        "benchmarks/prepare_samples.tsv"
     conda:
         "../../envs/samples.yaml"
     params:
@@ -129,6 +131,8 @@ rule dynamics_regimes:
         ),
     log:
         "logs/dynamics_regimes/{model}.log",
+    benchmark:
+        "benchmarks/dynamics_regimes/{model}.tsv"
     conda:
         "../../envs/analysis.yaml"
     params:

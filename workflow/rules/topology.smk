@@ -1,0 +1,155 @@
+# Residual-stream topology (paper 004, section 3): activation-correlation graphs -> communities
+# -> statistics tying them to the Jacobians -> tables and figures.
+TOPOLOGY = config["topology"]
+
+
+rule correlation_graphs:
+    input:
+        activations=rules.extract_activations.output.npz,
+    output:
+        graphs=directory("results/topology/{model}/step{step}.graphs"),
+    log:
+        "logs/correlation_graphs/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/correlation_graphs/{model}/step{step}.tsv"
+    conda:
+        "../../envs/topology.yaml"
+    params:
+        k=TOPOLOGY["k"],
+    script:
+        "../scripts/correlation_graphs.py"
+
+
+rule detect_communities:
+    input:
+        graphs=rules.correlation_graphs.output.graphs,
+    output:
+        partitions="results/topology/{model}/step{step}.partitions.npz",
+        table="results/topology/{model}/step{step}.communities.tsv",
+    log:
+        "logs/detect_communities/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/detect_communities/{model}/step{step}.tsv"
+    conda:
+        "../../envs/topology.yaml"
+    params:
+        methods=TOPOLOGY["methods"],
+        seeds=TOPOLOGY["seeds"],
+        resolution_pos=TOPOLOGY["resolution_pos"],
+        resolution_neg=TOPOLOGY["resolution_neg"],
+    script:
+        "../scripts/detect_communities.py"
+
+
+rule topology_statistics:
+    input:
+        partitions=rules.detect_communities.output.partitions,
+        jacobians=rules.block_jacobians.output.npz,
+        spectra=rules.jacobian_spectra.output.table,
+    output:
+        layers="results/topology/{model}/step{step}.coupling.tsv",
+        summary="results/topology/{model}/step{step}.summary.tsv",
+    log:
+        "logs/topology_statistics/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/topology_statistics/{model}/step{step}.tsv"
+    conda:
+        "../../envs/topology.yaml"
+    params:
+        random_partitions=TOPOLOGY["random_partitions"],
+        tail=TOPOLOGY["tail"],
+        permutations=TOPOLOGY["permutations"],
+        rate_permutations=TOPOLOGY["rate_permutations"],
+        fdr_q=TOPOLOGY["fdr_q"],
+        seed=TOPOLOGY["seed"],
+    script:
+        "../scripts/topology_statistics.py"
+
+
+rule topology_tables:
+    input:
+        summaries=[path for _, _, path in topology_files("summary")],
+    output:
+        summary=report(
+            "results/topology/summary.tsv",
+            caption="../report/topology_summary.rst",
+            category="Topology",
+            labels={"table": "coupling summary"},
+        ),
+        comparison=report(
+            "results/topology/method_comparison.tsv",
+            caption="../report/method_comparison.rst",
+            category="Topology",
+            labels={"table": "method comparison"},
+        ),
+    log:
+        "logs/topology_tables.log",
+    benchmark:
+        "benchmarks/topology_tables.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        models=[model for model, _, _ in topology_files("summary")],
+        steps=[step for _, step, _ in topology_files("summary")],
+    script:
+        "../scripts/topology_tables.py"
+
+
+def topology_figure(name, caption, model="{model}"):
+    return report(
+        f"results/figures/topology/{model}.{name}.png",
+        caption=f"../report/{caption}.rst",
+        category="Topology",
+        subcategory=model if model == "{model}" else "all models",
+        labels={"model": model, "figure": name.replace("_", " ")},
+    )
+
+
+rule plot_topology:
+    input:
+        communities=lambda w: expand("results/topology/{{model}}/step{step}.communities.tsv", step=get_steps(w.model)),
+        layers=lambda w: expand("results/topology/{{model}}/step{step}.coupling.tsv", step=get_steps(w.model)),
+        summaries=lambda w: expand("results/topology/{{model}}/step{step}.summary.tsv", step=get_steps(w.model)),
+    output:
+        communities=topology_figure("communities", "topology_communities"),
+        boundary=topology_figure("boundary_coupling", "topology_boundary"),
+        mesoscale=topology_figure("mesoscale", "topology_mesoscale"),
+        rate=topology_figure("rate_coupling", "topology_rate"),
+        pdfs=expand("results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES),
+    log:
+        "logs/plot_topology/{model}.log",
+    benchmark:
+        "benchmarks/plot_topology/{model}.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        steps=get_model_steps,
+        method=TOPOLOGY["methods"][0],
+        fdr_q=TOPOLOGY["fdr_q"],
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_topology.py"
+
+
+rule plot_alignment_vs_boundary:
+    input:
+        summary=rules.topology_tables.output.summary,
+        layers=[path for _, _, path in topology_files("coupling")],
+    output:
+        png=topology_figure("alignment_vs_boundary", "topology_alignment_vs_boundary", model="all_models"),
+        pdf="results/figures/topology/all_models.alignment_vs_boundary.pdf",
+    log:
+        "logs/plot_alignment_vs_boundary.log",
+    benchmark:
+        "benchmarks/plot_alignment_vs_boundary.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        models=[model for model, _, _ in topology_files("coupling")],
+        steps=[step for _, step, _ in topology_files("coupling")],
+        method=TOPOLOGY["methods"][0],
+        permutations=TOPOLOGY["rate_permutations"],
+        seed=TOPOLOGY["seed"],
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_alignment_vs_boundary.py"
