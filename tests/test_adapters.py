@@ -92,6 +92,13 @@ FAMILIES = {
         lambda m, i: m.model.layers[i], _llama_live,
         dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
     ),
+    "olmo3": (
+        lambda: T.Olmo3ForCausalLM(T.Olmo3Config(
+            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
+            intermediate_size=64, vocab_size=101, layer_types=["sliding_attention", "full_attention"])),
+        lambda m, i: m.model.layers[i], _llama_live,
+        dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
+    ),
     "bloom": (
         lambda: T.BloomForCausalLM(T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=101)),
         lambda m, i: m.transformer.h[i], _bloom_live,
@@ -298,7 +305,7 @@ def neox_copy(saved, tmp_path):
 
 def test_unsupported_model_type(neox_copy):
     _edit_config(neox_copy, model_type="mamba")
-    with pytest.raises(CheckpointError, match=r"'mamba'.*gpt_neox, llama, olmo2, bloom, gpt2, bert"):
+    with pytest.raises(CheckpointError, match=r"'mamba'.*gpt_neox, llama, olmo2, olmo3, bloom, gpt2, bert"):
         open_checkpoint(neox_copy)
 
 

@@ -313,13 +313,17 @@ class FamilyAdapter:
             f"{self.model_type}: the pre-MLP residual stream is not implemented for this family")
 
 
-def _rotary_forward(model, block):
-    """Forward of a RoPE decoder layer at position 0, as the model's own forward calls it."""
+def _rotary_forward(model, block, layer_type=None):
+    """Forward of a RoPE decoder layer at position 0, as the model's own forward calls it.
+
+    ``layer_type`` names the block's attention kind for models whose rotary embedding differs
+    per kind (OLMo 3: ``"sliding_attention"`` / ``"full_attention"``)."""
     param = next(block.parameters())
     position_ids = torch.zeros(1, 1, dtype=torch.long, device=param.device)
+    kind = {} if layer_type is None else {"layer_type": layer_type}
     with torch.no_grad():
         dummy = torch.zeros(1, 1, model.config.hidden_size, dtype=param.dtype, device=param.device)
-        cos, sin = model.base_model.rotary_emb(dummy, position_ids=position_ids)
+        cos, sin = model.base_model.rotary_emb(dummy, position_ids=position_ids, **kind)
 
     def forward(h):
         out = block(h, attention_mask=None, position_ids=position_ids, position_embeddings=(cos, sin))
@@ -460,6 +464,19 @@ class Olmo2Adapter(LlamaAdapter):
         return block.mlp
 
 
+class Olmo3Adapter(Olmo2Adapter):
+    """OLMo 3: OLMo 2's block (post-sublayer RMSNorm inside the residual, q_norm/k_norm) and
+    weight names. Three of every four layers use sliding-window attention and the rotary
+    embedding may differ per layer type (YaRN on full-attention layers after long-context
+    training); neither changes a one-token sequence, where softmax over one key is 1."""
+
+    model_type = "olmo3"
+
+    def single_token_forward(self, model, block):
+        """The block's own layer type selects its rotary embedding, as in ``Olmo3Model``."""
+        return _rotary_forward(model, block, layer_type=block.self_attn.attention_type)
+
+
 class BloomAdapter(GPTNeoXAdapter):
     """BLOOM: GPT-NeoX's fused per-head QKV and MLP names, sequential blocks, 4d GELU MLP
     (tanh approximation, no config field)."""
@@ -586,12 +603,12 @@ class BertAdapter(FamilyAdapter):
     def block_parts(self, block):
         raise NotImplementedError(
             "bert: single-token block Jacobians are not implemented for post-norm encoder blocks "
-            "(supported: gpt_neox, llama, olmo2, bloom, gpt2)")
+            "(supported: gpt_neox, llama, olmo2, olmo3, bloom, gpt2)")
 
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
-    for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, BloomAdapter, GPT2Adapter, BertAdapter)
+    for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, BertAdapter)
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
 
