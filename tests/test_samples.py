@@ -34,10 +34,10 @@ def test_dataset_errors_say_what_to_check(local_dataset, tmp_path, monkeypatch):
 
 def test_samples_round_trip_keeps_source_indices_and_drops_empty_texts(tmp_path):
     path = tmp_path / "texts.jsonl"
-    texts = ["", "one", "  ", "two \u00e9", "three\twith tab"]
+    texts = ["", " one \n", "  ", "two \u00e9", "three\twith tab"]
     assert write_samples(texts, path) == 3
     ids, kept = read_samples(path)
-    assert ids == [1, 3, 4] and kept == ["one", "two \u00e9", "three\twith tab"]
+    assert ids == [1, 3, 4] and kept == ["one", "two \u00e9", "three\twith tab"]  # stripped: no trailing newline
 
 
 def test_writing_no_texts_is_an_error_and_leaves_no_file(tmp_path):

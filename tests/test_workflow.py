@@ -139,6 +139,50 @@ def test_schur_surgery_and_regimes_agree_with_the_spectra(tiny_run, model):
     assert regimes.loc[(8, "late"), "n_layers"] == 2 and len(regimes) == 4 * 3
 
 
+def test_communities_match_leidenalg_run_directly_on_the_stored_graphs(tiny_run):
+    # Independent path: plain igraph reads the GraphML file, leidenalg runs with the config's
+    # settings, numpy recomputes the correlations from the recorded activations.
+    import igraph
+    import leidenalg
+
+    config = yaml.safe_load(TINY.read_text())
+    acts = np.load(tiny_run / "results/dynamics/tiny-swiglu/step16.activations.npz")["acts"]
+    partitions = np.load(tiny_run / "results/topology/tiny-swiglu/step16.partitions.npz")
+    assert list(partitions["methods"]) == ["signed_cpm", "modularity", "infomap"]
+    for snapshot in (0, 5):
+        graph = igraph.Graph.Read_GraphMLz(str(tiny_run / f"results/topology/tiny-swiglu/step16.graphs/"
+                                               f"snapshot{snapshot:03d}.graphml.gz"))
+        R = np.corrcoef(acts[:, snapshot].T)
+        for edge in graph.es:
+            assert edge["weight"] == pytest.approx(R[edge.source, edge.target], abs=1e-9)
+        np.fill_diagonal(R, 0)
+        strongest = np.argsort(-np.abs(R), axis=1)[:, :10]
+        for unit in (0, 17, 31):  # every unit keeps its top-10 |r| neighbours
+            assert set(strongest[unit]) <= set(graph.neighbors(unit))
+        w = np.array(graph.es["weight"])
+        layers = []
+        for keep in (w > 0, w < 0):
+            sub = graph.subgraph_edges(np.flatnonzero(keep), delete_vertices=False)
+            layers.append(leidenalg.CPMVertexPartition(sub, weights=list(np.abs(w[keep])), resolution_parameter=0.05))
+        optimiser = leidenalg.Optimiser()
+        optimiser.set_rng_seed(config["topology"]["seeds"][0])
+        optimiser.optimise_partition_multiplex(layers, layer_weights=[1, -1])
+        ours = partitions["memberships"][0, snapshot]
+        same = np.equal.outer(layers[0].membership, layers[0].membership)
+        np.testing.assert_array_equal(np.equal.outer(ours, ours), same)
+
+
+def test_topology_tables_hold_every_checkpoint_and_method(tiny_run):
+    comparison = pd.read_csv(tiny_run / "results/topology/method_comparison.tsv", sep="\t")
+    assert len(comparison) == 2 * 4 * 3  # models x steps x methods
+    assert comparison["frac_significant"].between(0, 1).all()
+    layers = pd.read_csv(tiny_run / "results/topology/tiny-gelu/step8.coupling.tsv", sep="\t")
+    spectra = pd.read_csv(tiny_run / "results/dynamics/tiny-gelu/step8.spectra.tsv", sep="\t", index_col="layer")
+    cpm = layers[layers["method"] == "signed_cpm"].set_index("layer")
+    np.testing.assert_allclose(cpm["self_alignment"], spectra["self_alignment"])
+    assert cpm["variance_captured"].between(0, 1).all() and cpm["disruption"].iloc[:-1].between(0, 1).all()
+
+
 def test_training_moves_alignment_above_step_zero(tiny_run):
     adjacent = pd.read_csv(tiny_run / "results/alignment/tiny-gelu/adjacent.tsv", sep="\t")
     means = adjacent.groupby("step")["left"].mean()
@@ -147,7 +191,8 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    assert len(figures) == 2 * 4 + 1 + 2 + 2 * 4  # per-model alignment figures, overview, loss curves, dynamics
+    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology; overviews: alignment, topology
+    assert len(figures) == 2 * (4 + 1 + 4 + 4) + 2
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -180,10 +225,25 @@ def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
     }, result.output[-3000:]
 
 
+def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(tiny_run, tmp_path):
+    change = overlay(tmp_path / "gamma.yaml", "topology: {resolution_neg: 0.0}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {
+        "detect_communities": 8,
+        "topology_statistics": 8,
+        "topology_tables": 1,
+        "plot_topology": 2,
+        "plot_alignment_vs_boundary": 1,
+        "all": 1,
+    }
+
+
 def test_report_is_self_contained_with_every_figure(tiny_run):
     snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
     html = (tiny_run / "results/report.html").read_text()
-    for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv"):
+    for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv",
+                 "tiny-swiglu.eigenvalues.png", "regimes.tsv", "tiny-gelu.boundary_coupling.png",
+                 "all_models.alignment_vs_boundary.png", "method_comparison.tsv"):
         assert name in html
     assert "mean cosine of their" in html  # the methods paragraph
 
@@ -303,6 +363,8 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
         ("plots: {dpi: 1}", "dpi"),
         ("train: {n_heads: 3}", "models.tiny-gelu.train.n_heads"),
         ("models: {tiny-gelu: {reference_step: 5}}", "models.tiny-gelu.reference_step"),
+        ("dynamics: {activate: false}", "topology.activate"),
+        ("topology: {methods: [louvain]}", "louvain"),
     ],
 )
 def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, key):

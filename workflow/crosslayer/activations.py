@@ -70,17 +70,24 @@ def select_samples(token_ids: Sequence, *, min_tokens: int, max_tokens: int, n: 
 
 
 def select_sample_indices(token_ids, *, min_tokens, max_tokens, n):
-    """Indices (in dataset order) of the samples :func:`select_samples` returns; same checks."""
+    """Indices (in dataset order) of the samples :func:`select_samples` returns; same checks.
+
+    `token_ids` may be any iterable (e.g. a generator tokenising texts on demand): it is
+    consumed only up to the n-th qualifying sample.
+    """
     if not 1 <= min_tokens <= max_tokens:
         raise ValueError(f"need 1 <= min_tokens <= max_tokens, got min_tokens={min_tokens}, "
                          f"max_tokens={max_tokens}")
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    chosen = [i for i, sample in enumerate(token_ids) if len(sample) >= min_tokens][:n]
-    if len(chosen) < n:
-        raise ValueError(f"only {len(chosen)} of {len(token_ids)} samples have >= min_tokens={min_tokens} "
-                         f"tokens; {n} requested")
-    return chosen
+    chosen, seen = [], 0
+    for seen, sample in enumerate(token_ids, start=1):
+        if len(sample) >= min_tokens:
+            chosen.append(seen - 1)
+            if len(chosen) == n:
+                return chosen
+    raise ValueError(f"only {len(chosen)} of {seen} samples have >= min_tokens={min_tokens} "
+                     f"tokens; {n} requested")
 
 
 def _first_tensor(args, kwargs):

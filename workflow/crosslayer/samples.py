@@ -7,7 +7,8 @@ Two sources, one file format, so the later stages never ask where texts came fro
   in dataset order.
 
 Either way the texts are written as JSON lines ``{"id": <index in the source>, "text": ...}``,
-empty texts dropped. The length filter is applied later, per model, because it counts tokens
+stripped of surrounding whitespace (WikiText rows end in " \n", which would make the last token,
+where the residual stream is read, a newline for every text) and empty texts dropped. The length filter is applied later, per model, because it counts tokens
 of that model's tokenizer.
 """
 
@@ -67,11 +68,13 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
 
 
 def write_samples(texts, out_path):
-    """Write the non-empty texts as JSON lines with their index in ``texts``; returns how many."""
+    """Write the texts, stripped, as JSON lines with their index in ``texts``, empty ones left out;
+    returns how many were written."""
     n = 0
     with open(out_path, "w", encoding="utf-8") as out:
         for i, text in enumerate(texts):
-            if text and text.strip():
+            text = (text or "").strip()
+            if text:
                 out.write(json.dumps({"id": i, "text": text}, ensure_ascii=False) + "\n")
                 n += 1
     if n == 0:

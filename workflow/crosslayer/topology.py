@@ -55,7 +55,10 @@ def snapshot_graphs(acts, *, k=10, progress=None):
     graphs = []
     for s in progress(snapshots) if progress else snapshots:
         with warnings_about(snapshot_name(s)):
-            graphs.append(correlation_graph(acts[:, s], k=k))
+            try:
+                graphs.append(correlation_graph(acts[:, s], k=k))
+            except ValueError as err:  # a constant unit, too few samples, ...: say where
+                raise ValueError(f"{snapshot_name(s)} (snapshot {s}): {err}") from err
     return graphs
 
 
