@@ -71,3 +71,63 @@ def test_unknown_method_is_named(model_and_acts):
     model, acts = model_and_acts
     with pytest.raises(ValueError, match="'autograd'.*closed_form"):
         checkpoint_jacobian_stats(model, acts, method="autograd")
+
+
+def test_per_sample_stats_get_the_tensor_chunk_not_a_host_copy(model_and_acts, monkeypatch):
+    import crosslayer.dynamics as dynamics
+
+    seen = []
+    real = dynamics.per_sample_stats
+
+    def spy(J, **kwargs):
+        seen.append((type(J), kwargs))
+        return real(J, **kwargs)
+
+    monkeypatch.setattr(dynamics, "per_sample_stats", spy)
+    model, acts = model_and_acts
+    dynamics.checkpoint_jacobian_stats(model, acts, spectra_dtype="float32", condition=False)
+    assert seen and all(kind is torch.Tensor for kind, _ in seen)
+    assert all(kw["dtype"] == "float32" and kw["condition"] is False for _, kw in seen)
+
+
+def test_condition_false_leaves_the_condition_numbers_out(model_and_acts):
+    model, acts = model_and_acts
+    full = checkpoint_jacobian_stats(model, acts)
+    lean = checkpoint_jacobian_stats(model, acts, condition=False)
+    assert set(full) - set(lean) == {"condition_number", "condition_number_res"}
+    for key in lean:
+        assert np.array_equal(lean[key], full[key]), key
+
+
+def test_float32_spectra_within_rounding_of_float64(model_and_acts):
+    model, acts = model_and_acts
+    f64 = checkpoint_jacobian_stats(model, acts)
+    f32 = checkpoint_jacobian_stats(model, acts, spectra_dtype=torch.float32)
+    # the a-priori float32 bounds of tests/test_spectra.py (d eps for norms and 4 d eps for the
+    # participation ratio; d eps kappa for a condition number), with d = 32 here
+    d, eps = acts.shape[2], np.finfo(np.float32).eps
+    assert np.array_equal(f32["mean"], f64["mean"])
+    for key in f64:
+        if key == "mean":
+            continue
+        rtol = d * eps * (f64[key] if key.startswith("condition") else 4)
+        assert np.all(np.abs(f32[key] / f64[key] - 1) <= rtol), key
+
+
+def test_unknown_spectra_dtype_is_named(model_and_acts):
+    model, acts = model_and_acts
+    with pytest.raises(ValueError, match="'float16'.*float64"):
+        checkpoint_jacobian_stats(model, acts, spectra_dtype="float16")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("spectra_dtype", ["float64", "float32"])
+def test_cuda_jacobians_and_spectra_match_cpu(model_and_acts, spectra_dtype):
+    import copy
+
+    model, acts = model_and_acts
+    cpu = checkpoint_jacobian_stats(model, acts)
+    cuda = checkpoint_jacobian_stats(copy.deepcopy(model).cuda(), acts, spectra_dtype=spectra_dtype)
+    for key in cpu:  # float32 Jacobians from other GEMM kernels: condition numbers amplify by kappa
+        rtol = 1e-3 if key.startswith("condition") else 1e-4
+        assert np.allclose(cuda[key], cpu[key], rtol=rtol, atol=1e-5), key

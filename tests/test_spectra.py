@@ -94,6 +94,149 @@ def test_torch_input_and_single_matrix():
     assert isinstance(S.henrici_departure(torch.from_numpy(J[0])), float)
 
 
+# --------------------------------------------------------------------------- per-sample, torch path
+
+EPS32 = float(np.finfo(np.float32).eps)
+PER_SAMPLE_FUNCTIONS = {"frobenius": S.frobenius_norm, "participation_ratio": S.participation_ratio,
+                        "condition_number": S.condition_number}
+
+
+def conditioned(B, d, kappa, seed=0):
+    """(B, d, d) float64 U diag(s) V^T with singular values log-spaced from kappa down to 1."""
+    rng = np.random.default_rng(seed)
+    s = np.geomspace(kappa, 1.0, d)
+    return np.stack([ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
+                     for _ in range(B)])
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("input_dtype", DTYPES)
+def test_torch_float64_path_equals_numpy_path(input_dtype, residual):
+    J = random_layers(7, 12, seed=4).astype(input_dtype)
+    numpy_stats = S.per_sample_stats(J, residual=residual, chunk=3)
+    torch_stats = S.per_sample_stats(torch.from_numpy(J), residual=residual, chunk=3)  # default float64
+    assert torch_stats.keys() == numpy_stats.keys()
+    for name, values in torch_stats.items():
+        assert values.dtype == np.float64 and values.shape == (7,)
+        np.testing.assert_allclose(values, numpy_stats[name], rtol=1e-10, err_msg=name)
+        # the single-statistic functions take the same path
+        single = PER_SAMPLE_FUNCTIONS[name](torch.from_numpy(J), residual=residual, dtype=torch.float64)
+        np.testing.assert_allclose(single, numpy_stats[name], rtol=1e-10, err_msg=name)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("kappa", [None, 1e3])
+def test_torch_float32_path_within_rounding_bounds(kappa, residual):
+    # Tolerances are the a-priori float32 error bounds (eps = 2^-23), not fitted to this data:
+    # * Frobenius: the cast rounds each entry by <= eps/2 relative and a length-d sum of squares
+    #   adds <= ~d eps/2 (row norms; the rows are then summed in float64): rtol d eps.
+    # * participation ratio ||J||_F^4 / ||J^T J||_F^2: every Gram entry is a length-d float32 dot
+    #   product (<= ~d eps/2 relative to |row| |col|), and the ratio combines four Frobenius and
+    #   two Gram-norm factors: rtol 4 d eps.
+    # * condition number: a backward-stable SVD gets every singular value to within
+    #   ~p(d) eps s_max, so s_min, and with it kappa, is off by ~p(d) eps kappa relative; rtol
+    #   d eps kappa (here up to ~1e-3 for kappa = 1e3, and it grows with kappa: float32
+    #   condition numbers mean nothing once kappa approaches 1 / eps ~ 1e7).
+    d = 24
+    J = random_layers(6, d, seed=5) if kappa is None else np.eye(d) * residual + conditioned(6, d, kappa, seed=5)
+    ref = S.per_sample_stats(J, residual=residual)
+    got = S.per_sample_stats(torch.from_numpy(J), residual=residual, dtype="float32", chunk=4)
+    np.testing.assert_allclose(got["frobenius"], ref["frobenius"], rtol=d * EPS32)
+    np.testing.assert_allclose(got["participation_ratio"], ref["participation_ratio"], rtol=4 * d * EPS32)
+    kappa_ref = ref["condition_number"]
+    assert np.all(np.abs(got["condition_number"] / kappa_ref - 1) <= d * EPS32 * kappa_ref)
+    if kappa is not None:
+        assert kappa_ref == pytest.approx(kappa, rel=1e-9)  # the test matrices have the kappa asked for
+    assert all(v.dtype == np.float64 for v in got.values())
+
+
+def test_torch_residual_subtracts_identity_on_device_without_touching_the_input():
+    J = random_layers(5, 10, seed=6)
+    for dtype, tdtype in (("float64", torch.float64), ("float32", torch.float32)):
+        # input already in the compute dtype: the cast does not copy, so the path must
+        J_t = torch.from_numpy(J).to(tdtype)
+        before = J_t.clone()
+        res = S.per_sample_stats(J_t, residual=True, dtype=dtype)
+        plain = S.per_sample_stats(J_t - torch.eye(10, dtype=tdtype), dtype=dtype)  # same rounding
+        for name in res:
+            np.testing.assert_allclose(res[name], plain[name], rtol=1e-12, err_msg=name)
+        assert torch.equal(J_t, before)
+
+
+def test_torch_input_never_goes_through_numpy(monkeypatch):
+    """The Jacobians stay on their device: no host conversion of the (B, d, d) tensor."""
+
+    def refuse(x):
+        raise AssertionError("a tensor was converted to NumPy")
+
+    monkeypatch.setattr(S, "_to_numpy", refuse)
+    J = torch.from_numpy(random_layers(3, 6, seed=7))
+    for residual in (False, True):
+        assert S.per_sample_stats(J, residual=residual)["condition_number"].shape == (3,)
+        for fn in PER_SAMPLE_FUNCTIONS.values():
+            assert fn(J, residual=residual).shape == (3,)
+    with pytest.raises(AssertionError, match="converted to NumPy"):
+        S.per_sample_stats(J.numpy())  # the NumPy path does go through it
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_path_is_chunk_independent(dtype):
+    J = torch.from_numpy(random_layers(10, 16, seed=8)).float()
+    results = [S.per_sample_stats(J, residual=True, chunk=c, dtype=dtype) for c in (1, 3, 10, 64)]
+    rtol = 1e-13 if dtype == "float64" else 10 * EPS32  # batched float32 GEMMs may round differently
+    for other in results[1:]:
+        for name in results[0]:
+            np.testing.assert_allclose(other[name], results[0][name], rtol=rtol, err_msg=name)
+
+
+def test_torch_path_single_matrix_complex_grad_and_degenerate_cases():
+    J = random_layers(1, 7, seed=9)[0]
+    stats = S.per_sample_stats(torch.from_numpy(J).requires_grad_(True))  # detached, no error
+    assert all(v.shape == (1,) for v in stats.values())
+    Jc = J + 0.5j * random_layers(1, 7, seed=10)[0]
+    for name, values in S.per_sample_stats(torch.from_numpy(Jc), residual=True).items():
+        np.testing.assert_allclose(values, S.per_sample_stats(Jc, residual=True)[name], rtol=1e-10, err_msg=name)
+    assert S.condition_number(torch.diag(torch.tensor([4.0, 2.0, 0.5], dtype=torch.float64)))[0] == pytest.approx(8)
+    assert S.condition_number(torch.diag(torch.tensor([1.0, 0.0], dtype=torch.float64)))[0] == np.inf
+    assert np.isnan(S.participation_ratio(torch.zeros(2, 3, 3))).all()
+    assert S.participation_ratio(torch.eye(5), dtype="float32")[0] == pytest.approx(5)
+
+
+def test_condition_false_skips_the_svd_and_the_key():
+    J = random_layers(4, 8, seed=11)
+    for x in (J, torch.from_numpy(J)):
+        stats = S.per_sample_stats(x, condition=False)
+        assert set(stats) == {"frobenius", "participation_ratio"}
+
+
+def test_dtype_and_chunk_are_checked():
+    J = random_layers(2, 4, seed=12)
+    for x in (J, torch.from_numpy(J)):
+        with pytest.raises(ValueError, match="`dtype` must be one of"):
+            S.per_sample_stats(x, dtype="float16")
+        with pytest.raises(ValueError, match="`dtype` must be one of"):
+            S.condition_number(x, dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match="`chunk` must be >= 1"):
+            S.per_sample_stats(x, chunk=0)
+    with pytest.raises(ValueError, match=r"square matrices, got shape \(2, 4, 3\)"):
+        S.per_sample_stats(torch.zeros(2, 4, 3))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_torch_path_on_cuda_matches_numpy(dtype):
+    J = random_layers(9, 32, seed=13).astype(np.float32)
+    J_cuda = torch.from_numpy(J).cuda()
+    for residual in (False, True):
+        ref = S.per_sample_stats(J, residual=residual)
+        got = S.per_sample_stats(J_cuda, residual=residual, dtype=dtype, chunk=4)
+        kappa = ref["condition_number"]
+        for name in ref:  # float32 bounds as in test_torch_float32_path_within_rounding_bounds
+            rtol = 1e-10 if dtype == "float64" else 4 * 32 * EPS32 * (kappa if name == "condition_number" else 1)
+            assert np.all(np.abs(got[name] / ref[name] - 1) <= rtol), (name, residual)
+    assert torch.equal(J_cuda.cpu(), torch.from_numpy(J))  # residual did not write into the input
+
+
 # --------------------------------------------------------------------------- eigen statistics
 
 

@@ -12,7 +12,8 @@
             d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
             ``torch.autograd.functional.jacobian``, the same with ``vectorize=True``,
             ``torch.func.jacrev`` + ``vmap``, and our batched closed form; ratios vs the paper's
-            method, our FLOP/s as a fraction of the machine's measured GEMM FLOP/s, peak RSS.
+            method, our FLOP/s as a fraction of the machine's measured GEMM FLOP/s, the per-sample
+            statistics (torch path on the Jacobians' device, float64 and float32), peak RSS.
 ``topology`` seconds per snapshot of the activation-correlation topology (paper 004) on seeded
             factor-model data: correlation matrix, top-k graph, signed Leiden CPM, and the
             alternatives Leiden modularity and InfoMap; peak RSS.
@@ -267,9 +268,10 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
     print(f"single-token block Jacobians, seconds per Jacobian on {torch.get_num_threads()} threads "
           f"(ours: {samples} samples batched, best of 2; references on a few samples, see n)")
     print("x = speed-up vs the paper's method; GEMM = ours' FLOP/s / measured FLOP/s of a same-shaped float32 matmul;"
-          " spectra = per-sample statistics of J (SVD), s per Jacobian; RSS = process peak so far, MiB")
+          " spectra / spec32 = per-sample statistics of J (SVD + Gram) by the torch path in float64 / float32,"
+          " s per Jacobian; RSS = process peak so far, MiB")
     print(f"{'layer':<9} {'d':>5} {'d_ff':>5} {'paper':>7} {'n':>2} {'vector':>7} {'x':>5} {'jacrev':>7} {'x':>5}"
-          f" {'ours':>7} {'x':>6} {'GEMM':>5} {'err':>8} {'spectra':>7} {'RSS':>6}")
+          f" {'ours':>7} {'x':>6} {'GEMM':>5} {'err':>8} {'spectra':>7} {'spec32':>7} {'RSS':>6}")
     for style in styles:
         for d in dims:
             model = _jacobian_layer(style, d)
@@ -291,14 +293,16 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
             t_vec, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="vectorized"), 1)
             t_rev, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="jacrev"), 1)
             per = (t_paper / n_paper, t_vec / n_ref, t_rev / n_ref, t_ours / samples)
-            # the stage's other per-sample cost: one SVD each for condition number, and PR/Frobenius
-            t_svd, _ = _timed(lambda: per_sample_stats(J), 1)
+            # the stage's other per-sample cost: one SVD each for condition number, and PR/Frobenius;
+            # J is a tensor, so this is the torch path on its device, as in the dynamics stage
+            t_svd, _ = _timed(lambda: per_sample_stats(J, dtype="float64"), 1)
+            t_svd32, _ = _timed(lambda: per_sample_stats(J, dtype="float32"), 1)
             rss = max(rss, _peak_rss_mib())
             print(f"{style:<9} {d:>5} {parts.d_ff:>5} {per[0]:>7.3f} {n_paper:>2}"
                   f" {per[1]:>7.3f} {per[0] / per[1]:>4.1f}x"
                   f" {per[2]:>7.3f} {per[0] / per[2]:>4.1f}x {per[3]:>7.4f} {per[0] / per[3]:>5.1f}x"
-                  f" {fraction:>5.0%} {err:>8.1e} {t_svd / samples:>7.4f} {rss:>6.0f}")
-            del model, block, fn, J, ref
+                  f" {fraction:>5.0%} {err:>8.1e} {t_svd / samples:>7.4f} {t_svd32 / samples:>7.4f} {rss:>6.0f}")
+            model = block = fn = J = ref = None  # free before the next size (del would confuse pyflakes)
 
 
 def _factor_snapshot(N, d, rng, n_factors=32):

@@ -14,7 +14,7 @@ from crosslayer.jacobian import (
     iter_block_jacobians,
     single_token_block_fn,
 )
-from crosslayer.spectra import per_sample_stats
+from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats
 
 __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations", "load_model"]
 
@@ -37,7 +37,7 @@ def _autograd_chunks(block, model, x, method, chunk_bytes, layer):
 
 
 def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
-                              progress=None):
+                              progress=None, spectra_dtype="float64", condition=True):
     """Mean Jacobian and per-sample statistics of every block of a loaded model.
 
     Parameters
@@ -56,16 +56,24 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         Where the Jacobians are computed (default: the model's device).
     progress : callable, optional
         Wraps the layer iterator (e.g. ``tqdm``).
+    spectra_dtype : {"float64", "float32"} or torch.float64 / torch.float32, default "float64"
+        Precision of the per-sample statistics, computed with torch on `device` from each chunk
+        of Jacobians (no host copy; see :func:`crosslayer.spectra.per_sample_stats`). float32 is
+        much faster on GPUs; its condition numbers are accurate only while ``kappa << 1e7``.
+    condition : bool, default=True
+        Compute the per-sample condition numbers (the only SVD); False leaves them out.
 
     Returns
     -------
     result : dict of ndarray
         ``mean`` (L, d, d) float32 mean Jacobian (summed in float64); for each name in
-        :data:`STAT_NAMES`, ``<name>`` and ``<name>_res`` (L, N): the statistic of ``J`` and
-        of ``J - I`` per layer and sample.
+        :data:`STAT_NAMES` (without ``condition_number`` when not `condition`), ``<name>`` and
+        ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and sample.
     """
     if method not in JACOBIAN_METHODS:
         raise ValueError(f"unknown Jacobian method {method!r}; choose one of {JACOBIAN_METHODS}")
+    if str(spectra_dtype).removeprefix("torch.") not in PER_SAMPLE_DTYPES:
+        raise ValueError(f"unknown spectra dtype {spectra_dtype!r}; choose one of {PER_SAMPLE_DTYPES}")
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
     acts = np.asarray(acts, dtype=np.float32)
@@ -75,7 +83,7 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     device = torch.device(device) if device is not None else next(model.parameters()).device
     L = len(blocks)
     result = {"mean": np.empty((L, d, d), dtype=np.float32)}
-    for name in STAT_NAMES:
+    for name in STAT_NAMES if condition else [n for n in STAT_NAMES if n != "condition_number"]:
         result[name] = np.empty((L, N))
         result[f"{name}_res"] = np.empty((L, N))
     layers = range(L)
@@ -90,7 +98,9 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
             total += J.sum(dim=0, dtype=torch.float64)
             stop = start + J.shape[0]
             for suffix, residual in (("", False), ("_res", True)):
-                for name, values in per_sample_stats(J, residual=residual).items():
+                # the chunk stays where it was computed (e.g. CUDA); only (B,) results come back
+                stats = per_sample_stats(J, residual=residual, condition=condition, dtype=spectra_dtype)
+                for name, values in stats.items():
                     result[name + suffix][layer, start:stop] = values
         result["mean"][layer] = (total / N).cpu().numpy()
     return result
@@ -135,9 +145,15 @@ def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max
     if tokenizer is None:
         raise CheckpointError("no tokenizer in the checkpoint", **context, file=manifest["path"])
     ids, texts = read_samples(samples_path)
-    token_ids = [tokenizer(text)["input_ids"] for text in texts]
+    token_ids = []  # tokenised on demand: a dataset's texts only up to the n-th long-enough one
+
+    def tokenized():
+        for text in texts:
+            token_ids.append(tokenizer(text)["input_ids"])
+            yield token_ids[-1]
+
     try:
-        picked = select_sample_indices(token_ids, min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
+        picked = select_sample_indices(tokenized(), min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
     except ValueError as err:
         raise CheckpointError(str(err), **context, file=str(samples_path)) from err
     samples = [token_ids[i][:max_tokens] for i in picked]

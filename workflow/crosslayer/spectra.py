@@ -5,6 +5,11 @@ torch tensors, with ``J = I + J_res`` (the block contains its residual connectio
 statistic is computed in float64 (complex128 where the operator is complex); scalars come back
 as Python floats. Functions taking ``residual=True`` analyse ``J - I`` instead of ``J``.
 
+The per-sample statistics (:func:`per_sample_stats` and the three functions it combines) have a
+second path: given a ``torch.Tensor`` they compute with torch on the tensor's device (CPU or
+CUDA), in the precision their ``dtype`` keyword selects (default float64), and only the (B,)
+results travel to the host. Everything else converts its input to float64 NumPy.
+
 Groups:
 
 * per-sample statistics over a batch (B, d, d): condition number, participation ratio (no SVD),
@@ -21,6 +26,7 @@ Groups:
 """
 
 import math
+import sys
 
 import numpy as np
 import scipy.linalg
@@ -31,6 +37,7 @@ from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_ba
 __all__ = [
     "DEFAULT_ALPHAS",
     "PAPER_BOUNDARIES",
+    "PER_SAMPLE_DTYPES",
     "REGIMES",
     "SCHUR_MODES",
     "frobenius_norm",
@@ -107,6 +114,99 @@ def _strip(J, residual):
     return J - np.eye(J.shape[-1], dtype=J.dtype)
 
 
+def _is_tensor(x):
+    """True for a torch.Tensor (torch is imported lazily: if it is not loaded, x is no tensor)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+PER_SAMPLE_DTYPES = ("float64", "float32")  # compute precisions of the per-sample torch path
+
+
+def _dtype_name(dtype):
+    """"float64" or "float32" from a name or a torch/NumPy dtype; anything else is refused."""
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    if name not in PER_SAMPLE_DTYPES:
+        raise ValueError(f"`dtype` must be one of {PER_SAMPLE_DTYPES} (name or torch dtype), got {dtype!r}")
+    return name
+
+
+def _torch_dtype(dtype, complex_):
+    """The torch compute dtype named by `dtype` (complex counterpart for complex input)."""
+    import torch
+
+    name = _dtype_name(dtype)
+    if complex_:
+        return torch.complex128 if name == "float64" else torch.complex64
+    return torch.float64 if name == "float64" else torch.float32
+
+
+def _check_tensor_stack(name, J):
+    """(n, d, d) detached tensor, same device; (d, d) becomes n = 1."""
+    J = J.detach()
+    if J.ndim == 2:
+        J = J[None]
+    if J.ndim != 3 or J.shape[1] != J.shape[2] or J.shape[1] == 0:
+        raise ValueError(f"`{name}` must be (n, d, d) or (d, d) square matrices, got shape {tuple(J.shape)}")
+    if J.shape[0] < 1:
+        raise ValueError(f"`{name}` must hold at least 1 matrices, got shape {tuple(J.shape)}")
+    return J
+
+
+def _check_chunk(chunk):
+    if chunk < 1:
+        raise ValueError(f"`chunk` must be >= 1, got {chunk}")
+
+
+def _torch_blocks(J, *, residual, chunk, dtype):
+    """Yield (start, block): chunks of a (B, d, d) tensor cast to the compute dtype on its own
+    device, with the identity subtracted in place (on a fresh copy) when `residual`."""
+    J = _check_tensor_stack("J", J)
+    compute = _torch_dtype(dtype, J.is_complex())
+    for start in range(0, J.shape[0], chunk):
+        # a residual block is modified in place, so it must never alias the caller's tensor
+        block = J[start : start + chunk].to(dtype=compute, copy=residual)
+        if residual:
+            block.diagonal(dim1=-2, dim2=-1).sub_(1)
+        yield start, block
+
+
+def _torch_frobenius(block):
+    """(b,) float64 ``||J||_F`` of a chunk: row norms in the block's dtype, summed in float64
+    (torch's CPU float32 norm over both axes at once loses ~4e-5 relative at d = 1024)."""
+    import torch
+
+    rows = torch.linalg.vector_norm(block, dim=-1).double()
+    return torch.linalg.vector_norm(rows, dim=-1)
+
+
+def _torch_participation(block, fro):
+    """(b,) float64 ``||J||_F^4 / ||J^H J||_F^2`` of a chunk, given its Frobenius norms."""
+    gram = block.mH @ block
+    gram_fro = _torch_frobenius(gram)
+    del gram
+    return fro**4 / gram_fro**2  # 0 / 0 = NaN for J = 0, like the NumPy path
+
+
+def _torch_condition(block):
+    """(b,) float64 NumPy ``s_max / s_min`` of a chunk (singular values in the block's dtype)."""
+    import torch
+
+    s = torch.linalg.svdvals(block)
+    ends = s[:, [0, -1]].double().cpu().numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return ends[:, 0] / ends[:, 1]
+
+
+def _torch_per_chunk(J, fn, *, residual, chunk, dtype):
+    """(B,) float64 NumPy array of ``fn(block)`` over the chunks of a tensor."""
+    out = []
+    for _, block in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
+        values = fn(block)
+        out.append(values if isinstance(values, np.ndarray) else values.cpu().numpy())
+    return np.concatenate(out).astype(np.float64, copy=False)
+
+
 def _check_power(power):
     if power not in (1, 2):
         raise ValueError(f"`power` must be 1 or 2, got {power!r}")
@@ -115,7 +215,7 @@ def _check_power(power):
 # --------------------------------------------------------------------------- per-sample
 
 
-def frobenius_norm(J, *, residual=False):
+def frobenius_norm(J, *, residual=False, dtype="float64", chunk=16):
     """Frobenius norm of each matrix in a batch.
 
     Parameters
@@ -124,17 +224,29 @@ def frobenius_norm(J, *, residual=False):
         Jacobians; a single matrix is a batch of one.
     residual : bool, default=False
         Use ``J - I``.
+    dtype : {"float64", "float32"} or torch.float64 / torch.float32, default float64
+        Compute precision of the torch path (tensor input only).
+    chunk : int, default=16
+        Matrices processed at once by the torch path.
 
     Returns
     -------
-    norm : (B,) ndarray
+    norm : (B,) float64 ndarray
         ``||J||_F >= 0``.
+
+    Notes
+    -----
+    See :func:`per_sample_stats` for the torch path.
     """
+    _check_chunk(chunk)
+    _dtype_name(dtype)
+    if _is_tensor(J):
+        return _torch_per_chunk(J, _torch_frobenius, residual=residual, chunk=chunk, dtype=dtype)
     J = _strip(_check_stack("J", J), residual)
     return np.sqrt(np.einsum("bij,bij->b", J.conj(), J).real)
 
 
-def participation_ratio(J, *, residual=False, chunk=16):
+def participation_ratio(J, *, residual=False, chunk=16, dtype="float64"):
     """Participation ratio ``(sum s^2)^2 / sum s^4`` of each matrix, without an SVD.
 
     Parameters
@@ -143,20 +255,26 @@ def participation_ratio(J, *, residual=False, chunk=16):
     residual : bool, default=False
         Use ``J - I``.
     chunk : int, default=16
-        Matrices processed at once (bounds the float64 working memory).
+        Matrices processed at once (bounds the working memory).
+    dtype : {"float64", "float32"} or torch.float64 / torch.float32, default float64
+        Compute precision of the torch path (tensor input only).
 
     Returns
     -------
-    pr : (B,) ndarray
+    pr : (B,) float64 ndarray
         In [1, d]: 1 for rank one, d for a multiple of an orthogonal matrix; NaN for J = 0.
 
     Notes
     -----
     ``sum s^2 = ||J||_F^2`` and ``sum s^4 = ||J^T J||_F^2`` (the eigenvalues of ``J^T J`` are
     ``s^2``), so ``PR = ||J||_F^4 / ||J^T J||_F^2``: one matrix product instead of an SVD.
+    See :func:`per_sample_stats` for the torch path.
     """
-    if chunk < 1:
-        raise ValueError(f"`chunk` must be >= 1, got {chunk}")
+    _check_chunk(chunk)
+    _dtype_name(dtype)
+    if _is_tensor(J):
+        return _torch_per_chunk(J, lambda b: _torch_participation(b, _torch_frobenius(b)), residual=residual,
+                                chunk=chunk, dtype=dtype)
     J = _check_stack("J", J, cast=False)
     out = np.empty(J.shape[0])
     for start in range(0, J.shape[0], chunk):
@@ -169,7 +287,7 @@ def participation_ratio(J, *, residual=False, chunk=16):
     return out
 
 
-def condition_number(J, *, residual=False):
+def condition_number(J, *, residual=False, dtype="float64", chunk=16):
     """Condition number ``s_max / s_min`` of each matrix (full SVD values).
 
     Parameters
@@ -177,43 +295,85 @@ def condition_number(J, *, residual=False):
     J : (B, d, d) or (d, d) array_like or torch.Tensor
     residual : bool, default=False
         Use ``J - I``.
+    dtype : {"float64", "float32"} or torch.float64 / torch.float32, default float64
+        Compute precision of the torch path (tensor input only; ``torch.linalg.svdvals``).
+    chunk : int, default=16
+        Matrices processed at once by the torch path.
 
     Returns
     -------
-    kappa : (B,) ndarray
+    kappa : (B,) float64 ndarray
         In [1, inf]; inf for a singular matrix, NaN for J = 0.
+
+    Notes
+    -----
+    See :func:`per_sample_stats` for the torch path and the accuracy of float32.
     """
+    _check_chunk(chunk)
+    _dtype_name(dtype)
+    if _is_tensor(J):
+        return _torch_per_chunk(J, _torch_condition, residual=residual, chunk=chunk, dtype=dtype)
     J = _strip(_check_stack("J", J), residual)
     s = np.linalg.svd(J, compute_uv=False)
     with np.errstate(invalid="ignore", divide="ignore"):
         return s[:, 0] / s[:, -1]
 
 
-def per_sample_stats(J, *, residual=False, condition=True, chunk=16):
+def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="float64"):
     """Distributions of the per-sample statistics over a batch of Jacobians.
 
     Parameters
     ----------
     J : (B, d, d) or (d, d) array_like or torch.Tensor
-        One Jacobian per sample.
+        One Jacobian per sample. A tensor is processed on its own device (torch path).
     residual : bool, default=False
         Use ``J - I``.
     condition : bool, default=True
         Also compute the condition number (the only statistic needing an SVD).
     chunk : int, default=16
-        Matrices converted to float64 at once.
+        Matrices converted to the compute dtype at once (bounds the working memory: about three
+        chunks of (d, d) matrices in that dtype, plus the SVD's workspace).
+    dtype : {"float64", "float32"} or torch.float64 / torch.float32, default float64
+        Compute precision of the torch path; NumPy input is always float64.
 
     Returns
     -------
-    stats : dict of str -> (B,) ndarray
+    stats : dict of str -> (B,) float64 ndarray
         ``"frobenius"``, ``"participation_ratio"`` and (if ``condition``) ``"condition_number"``.
+
+    Notes
+    -----
+    Torch path. For a ``torch.Tensor`` input everything runs with torch on the tensor's device
+    (no host copy of the Jacobians; ``J - I`` is formed on the device), chunk by chunk, in
+    `dtype`; only the (B,) results come back, as float64 NumPy. float64 (the default) agrees with
+    the NumPy path to rounding. float32 is much faster on GPUs (roughly 10x or more on GPUs with
+    reduced-rate float64, e.g. consumer and workstation cards; less on data-center GPUs with
+    half-rate float64); on a CPU it gains only 1.3-1.8x (the Gram product ~2.5x, the SVD little).
+    Its Frobenius norm and participation ratio are accurate to ~1e-6 relative (a-priori bounds
+    ``d eps_32`` and ``4 d eps_32``); its condition number to about
+    ``eps_32 * kappa`` relative (singular values carry an absolute error ~ ``eps_32 * s_max``),
+    so it is meaningful only while ``kappa << 1 / eps_32 ~ 1e7``. (A float32 Jacobian is itself
+    rounded at ``eps_32``: float64 then gives the exact condition number of the rounded matrix;
+    likewise ``J - I`` of a float32 ``J ~ I`` carries an absolute error ~ ``eps_32`` on its
+    diagonal whichever dtype the statistics are computed in.)
+    If TF32 matmuls are enabled (``torch.set_float32_matmul_precision("high")``), the float32
+    participation ratio on CUDA inherits TF32's ~1e-3 error. NumPy input ignores `dtype` and is
+    always computed in float64 (complex128).
     """
-    if chunk < 1:
-        raise ValueError(f"`chunk` must be >= 1, got {chunk}")
-    Jn = _check_stack("J", J, cast=False)
+    _check_chunk(chunk)
+    _dtype_name(dtype)
     parts = {"frobenius": [], "participation_ratio": []}
     if condition:
         parts["condition_number"] = []
+    if _is_tensor(J):
+        for _, block in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
+            fro = _torch_frobenius(block)
+            parts["participation_ratio"].append(_torch_participation(block, fro).cpu().numpy())
+            parts["frobenius"].append(fro.cpu().numpy())
+            if condition:
+                parts["condition_number"].append(_torch_condition(block))
+        return {name: np.concatenate(values) for name, values in parts.items()}
+    Jn = _check_stack("J", J, cast=False)
     for start in range(0, Jn.shape[0], chunk):
         block = _as_float(Jn[start : start + chunk])
         parts["frobenius"].append(frobenius_norm(block, residual=residual))

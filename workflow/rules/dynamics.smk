@@ -69,6 +69,8 @@ rule block_jacobians:
         method=DYNAMICS["jacobian_method"],
         chunk_mb=DYNAMICS["chunk_mb"],
         device=DYNAMICS["device"],
+        per_sample_dtype=DYNAMICS["per_sample_dtype"],
+        condition_number=DYNAMICS["condition_number"],
     script:
         "../scripts/block_jacobians.py"
 

@@ -23,6 +23,8 @@ with np.load(snakemake.input.activations) as activations:
             activations["acts"],
             method=params.method,
             chunk_bytes=params.chunk_mb * 2**20,
+            spectra_dtype=params.per_sample_dtype,  # per-sample statistics on the Jacobians' device
+            condition=params.condition_number,  # False: no SVD, no condition_number(_res) in the npz
             progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
         )
     except ValueError as err:  # a non-finite input or Jacobian names layer and sample; add the checkpoint

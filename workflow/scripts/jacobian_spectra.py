@@ -12,7 +12,9 @@ with np.load(snakemake.input.jacobians) as jacobians:
         jacobians["mean"], k=params.k, seed=params.seed, draws=params.baseline_draws,
         rank=min(params.rank, jacobians["mean"].shape[-1]),  # r = d: exact products
     )
-    for name in jacobians.files:  # quartiles of the per-sample distributions (L, N), of J and J - I
+    # quartiles of the per-sample distributions (L, N), of J and J - I: whichever the npz holds
+    # (no condition_number / condition_number_res when dynamics.condition_number is false)
+    for name in jacobians.files:
         if name != "mean":
             for label, q in (("q25", 25), ("median", 50), ("q75", 75)):
                 table[f"{label}_{name}"] = np.percentile(jacobians[name], q, axis=1)

@@ -58,16 +58,23 @@ fig.suptitle(f"{model}: mean single-token block Jacobian across depth ({null_not
 save(fig, "operators")
 
 # 2. per-sample singular-value statistics (median and interquartile band over samples)
+# (condition numbers are absent when dynamics.condition_number is false: note it in their panels)
 fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), layout="constrained")
 for row, (suffix, op) in enumerate((("", "J"), ("_res", "J − I"))):
-    plot_quantile_profile(axes[row, 0], profiles, "condition_number" + suffix)
-    axes[row, 0].set_yscale("log")
+    name = "condition_number" + suffix
+    if all(f"{q}_{name}" in p.columns for p in profiles.values() for q in ("q25", "median", "q75")):
+        plot_quantile_profile(axes[row, 0], profiles, name)
+        axes[row, 0].set_yscale("log")
+    else:
+        axes[row, 0].text(0.5, 0.5, "not computed\n(dynamics.condition_number: false)", ha="center", va="center",
+                          transform=axes[row, 0].transAxes, color="0.4", fontsize="small")
+        axes[row, 0].set(xticks=[], yticks=[])
     axes[row, 0].set_title(f"condition number of {op}", fontsize="medium")
     plot_quantile_profile(axes[row, 1], profiles, "participation_ratio" + suffix)
     axes[row, 1].set_title(f"participation ratio of {op}", fontsize="medium")
     plot_depth_profile(axes[row, 2], profiles, "frac_expanding" + suffix)
     axes[row, 2].set_title(f"expanding fraction |λ| > 1 of mean {op}", fontsize="medium")
-axes[0, 0].legend(frameon=False, fontsize="x-small")
+axes[0, 1].legend(frameon=False, fontsize="x-small")
 fig.suptitle(f"{model}: per-sample Jacobian spectra, median and interquartile range over texts ({null_note})")
 save(fig, "samples")
 
