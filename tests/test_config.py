@@ -18,6 +18,8 @@ def config_with(**model):
         "models": {"m": entry},
         "train": {"d_model": 32, "n_heads": 4, "threads": 1},
         "alignment": {"k": 10},
+        "dynamics": {"activate": True},
+        "topology": {"activate": True},
     }
 
 
@@ -43,6 +45,7 @@ def test_reference_step_configured_or_middle():
         ({"reference_step": 7}, {}, r"models\.m\.reference_step: 7 is not one of"),
         ({"train": {"n_heads": 5}}, {}, r"models\.m\.train\.n_heads: 5 must divide d_model = 32"),
         ({}, {"alignment": {"k": 32}}, r"alignment\.k: 32 must be smaller than models\.m d_model"),
+        ({}, {"dynamics": {"activate": False}}, r"topology\.activate: the topology stages need the dynamics"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
     ],

@@ -15,6 +15,12 @@ from crosslayer.plots import (
     plot_overlap_matrix,
     plot_random_baseline,
     plot_training_loss,
+    pick_steps,
+    plot_dose_response,
+    plot_eigenvalue_cloud,
+    plot_quantile_profile,
+    save_png_and_pdf,
+    step_grid,
 )
 
 STEPS = [0, 128, 512, 2000]
@@ -100,3 +106,43 @@ def test_depth_profile_one_line_per_step_with_step0_dashed(ax):
     assert lines[0].get_linestyle() == "--" and lines[1].get_linestyle() == "-"
     assert list(lines[2].get_ydata()) == [1.6, 0.2, 0.3] and list(lines[2].get_xdata()) == [0, 1, 2]
     assert not np.allclose(mpl.colors.to_rgba(lines[1].get_color()), mpl.colors.to_rgba(lines[2].get_color()))
+
+
+def test_quantile_profile_draws_median_with_its_band(ax):
+    table = pd.DataFrame({"median_x": [1.0, 2.0], "q25_x": [0.5, 1.5], "q75_x": [1.5, 3.0]}, index=[0, 1])
+    plot_quantile_profile(ax, {0: table, 10: table * 2}, "x")
+    assert [list(line.get_ydata()) for line in ax.lines] == [[1.0, 2.0], [2.0, 4.0]]
+    assert ax.lines[0].get_linestyle() == "--"  # step 0, the null
+    band = ax.collections[1].get_paths()[0].vertices
+    assert band[:, 1].min() == 1.0 and band[:, 1].max() == 6.0
+
+
+def test_eigenvalue_cloud_places_every_eigenvalue_and_the_unit_circle(ax):
+    lam = np.array([[1 + 1j, 0.5 - 0.2j], [2 + 0j, -1 + 0.3j]])
+    plot_eigenvalue_cloud(ax, lam, [0, 2], n_layers=3)
+    points = np.concatenate([c.get_offsets() for c in ax.collections])
+    np.testing.assert_allclose(points, np.column_stack([lam.ravel().real, lam.ravel().imag]))
+    circle = ax.lines[0].get_xydata()
+    np.testing.assert_allclose(np.hypot(circle[:, 0], circle[:, 1]), 1.0)
+
+
+def test_dose_response_draws_dose_and_control_means(ax):
+    rows = [("dose", 0, a, 0, 10 - a) for a in (0.0, 1.0)]
+    rows += [("control_a", d, a, 0, 20 + d) for d in (0, 1) for a in (0.0, 1.0)]
+    rows += [("control_b", d, a, 0, 5 + d) for d in (0, 1) for a in (0.0, 1.0)]
+    rows += [("dose", 0, a, 1, 99.0) for a in (0.0, 1.0)]  # another start layer: ignored
+    table = pd.DataFrame(rows, columns=["construction", "draw", "alpha", "start_layer", "effective_rank"])
+    plot_dose_response(ax, table)
+    assert [list(line.get_ydata()) for line in ax.lines] == [[10.0, 9.0], [20.5, 20.5], [5.5, 5.5]]
+
+
+def test_pick_steps_keeps_first_and_last():
+    assert pick_steps([0, 10, 20]) == [0, 10, 20]
+    assert pick_steps(range(0, 100, 10), n=4) == [0, 30, 60, 90]
+
+
+def test_step_grid_hides_unused_panels_and_saves_both_formats(tmp_path):
+    fig, axes = step_grid(5, ncols=4)
+    assert len(axes) == 5 and sum(ax.get_visible() for ax in fig.axes) == 5 and len(fig.axes) == 8
+    save_png_and_pdf(fig, str(tmp_path / "f.png"), dpi=50)
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"

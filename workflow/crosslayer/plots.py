@@ -19,6 +19,7 @@ __all__ = [
     "plot_dose_response",
     "pick_steps",
     "step_grid",
+    "save_png_and_pdf",
     "depth_colors",
 ]
 
@@ -305,3 +306,12 @@ def step_grid(n, *, ncols=4, size=(3.6, 3.2)):
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
+
+
+def save_png_and_pdf(fig, png, *, dpi):
+    """Write `fig` to `png` and, as vector graphics, beside it with the suffix .pdf; close it."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(png, dpi=dpi)
+    fig.savefig(str(png).removesuffix(".png") + ".pdf")
+    plt.close(fig)

@@ -17,6 +17,7 @@ from crosslayer.plots import (
     plot_dose_response,
     plot_eigenvalue_cloud,
     plot_quantile_profile,
+    save_png_and_pdf,
 )
 from crosslayer.spectra import REGIMES
 
@@ -28,10 +29,7 @@ null_note = "step 0 = random-init null, dashed" if 0 in profiles else "no step-0
 
 
 def save(fig, name):
-    png = getattr(output, name)
-    fig.savefig(png, dpi=dpi)
-    fig.savefig(png.removesuffix(".png") + ".pdf")  # listed in output.pdfs
-    plt.close(fig)
+    save_png_and_pdf(fig, getattr(output, name), dpi=dpi)  # the PDFs are listed in output.pdfs
 
 
 # 1. operator geometry of the mean Jacobian, for J and J - I

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from crosslayer.plots import depth_colors, format_step, plot_depth_profile, step_grid
+from crosslayer.plots import depth_colors, format_step, plot_depth_profile, save_png_and_pdf, step_grid
 
 model, steps, method, dpi = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.method,
                              snakemake.params.dpi)
@@ -22,10 +22,7 @@ null_note = "step 0 = random-init null, dashed" if 0 in communities else "no ste
 
 
 def save(fig, name):
-    png = getattr(output, name)
-    fig.savefig(png, dpi=dpi)
-    fig.savefig(png.removesuffix(".png") + ".pdf")  # listed in output.pdfs
-    plt.close(fig)
+    save_png_and_pdf(fig, getattr(output, name), dpi=dpi)  # the PDFs are listed in output.pdfs
 
 
 # 1. communities per snapshot
