@@ -133,7 +133,7 @@ def _dtype_name(dtype):
 
 def _torch_dtype(dtype, complex_):
     """The torch compute dtype named by `dtype` (complex counterpart for complex input)."""
-    import torch
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
     name = _dtype_name(dtype)
     if complex_:
@@ -174,7 +174,7 @@ def _torch_blocks(J, *, residual, chunk, dtype):
 def _torch_frobenius(block):
     """(b,) float64 ``||J||_F`` of a chunk: row norms in the block's dtype, summed in float64
     (torch's CPU float32 norm over both axes at once loses ~4e-5 relative at d = 1024)."""
-    import torch
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
     rows = torch.linalg.vector_norm(block, dim=-1).double()
     return torch.linalg.vector_norm(rows, dim=-1)
@@ -190,7 +190,7 @@ def _torch_participation(block, fro):
 
 def _torch_condition(block):
     """(b,) float64 NumPy ``s_max / s_min`` of a chunk (singular values in the block's dtype)."""
-    import torch
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
     s = torch.linalg.svdvals(block)
     ends = s[:, [0, -1]].double().cpu().numpy()

@@ -87,7 +87,7 @@ rule topology_tables:
     benchmark:
         "benchmarks/topology_tables.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../envs/topology.yaml"
     params:
         models=[model for model, _, _ in topology_files("summary")],
         steps=[step for _, step, _ in topology_files("summary")],
