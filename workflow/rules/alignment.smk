@@ -27,7 +27,7 @@ rule mlp_alignment:
 
 rule summarize_alignment:
     input:
-        npz=get_alignment_npz,
+        npz=every_step("results/alignment/{model}/step{step}.npz"),
     output:
         adjacent="results/alignment/{model}/adjacent.tsv",
         table1="results/alignment/{model}/table1.tsv",
@@ -85,7 +85,7 @@ rule alignment_table:
 
 rule plot_alignment:
     input:
-        npz=get_alignment_npz,
+        npz=every_step("results/alignment/{model}/step{step}.npz"),
         adjacent=rules.summarize_alignment.output.adjacent,
         baseline=rules.summarize_alignment.output.baseline,
     output:

@@ -87,42 +87,41 @@ def get_train_threads(wildcards):
     return cfg.train_settings(config, wildcards.model)["threads"]
 
 
-def get_alignment_npz(wildcards):
-    return expand(
-        "results/alignment/{model}/step{step}.npz",
-        model=wildcards.model,
-        step=get_steps(wildcards.model),
+def every_step(pattern):
+    """Input function: `pattern` (with {model} and {step}) for every step of the job's model."""
+
+    def files(wildcards):
+        return expand(pattern, model=wildcards.model, step=get_steps(wildcards.model))
+
+    return files
+
+
+def figure(stage, name, caption, model="{model}"):
+    """A figure in the report: results/figures/{stage}/{model}.{name}.png (the PDF beside it is a
+    plain output), under the stage's category and the model's subcategory."""
+    return report(
+        f"results/figures/{stage}/{model}.{name}.png",
+        caption=f"../report/{caption}.rst",
+        category=stage.capitalize(),
+        subcategory=model if model == "{model}" else "all models",
+        labels={"model": model, "figure": name.replace("_", " ")},
     )
 
 
-def get_spectra_tables(wildcards):
-    return expand(
-        "results/dynamics/{model}/step{step}.spectra.tsv",
-        model=wildcards.model,
-        step=get_steps(wildcards.model),
-    )
+DYNAMICS_FIGURES = [
+    "operators",
+    "sample_spectra",
+    "eigenvalues",
+    "cumulative_rank",
+]  # see plot_dynamics
 
 
-def get_eigenvalue_files(wildcards):
-    return expand(
-        "results/dynamics/{model}/step{step}.eigenvalues.npz",
-        model=wildcards.model,
-        step=get_steps(wildcards.model),
-    )
-
-
-def get_schur_tables(wildcards):
-    return expand(
-        "results/dynamics/{model}/step{step}.schur.tsv",
-        model=wildcards.model,
-        step=get_steps(wildcards.model),
-    )
-
-
-DYNAMICS_FIGURES = ["operators", "sample_spectra", "eigenvalues", "cumulative_rank"]  # see plot_dynamics
-
-
-TOPOLOGY_FIGURES = ["communities", "boundary_coupling", "mesoscale", "rate_coupling"]  # see plot_topology
+TOPOLOGY_FIGURES = [
+    "communities",
+    "boundary_coupling",
+    "mesoscale",
+    "rate_coupling",
+]  # see plot_topology
 
 
 def topology_files(kind):
@@ -175,7 +174,10 @@ def get_final_output():
         *(
             [
                 "results/topology/method_comparison.tsv",
-                *expand("results/figures/topology/all_models.alignment_vs_boundary.{ext}", ext=["png", "pdf"]),
+                *expand(
+                    "results/figures/topology/all_models.alignment_vs_boundary.{ext}",
+                    ext=["png", "pdf"],
+                ),
                 *expand(
                     "results/figures/topology/{model}.{figure}.{ext}",
                     model=MODELS,

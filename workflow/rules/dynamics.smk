@@ -122,7 +122,7 @@ rule schur_surgery:
 
 rule dynamics_regimes:
     input:
-        tables=get_spectra_tables,
+        tables=every_step("results/dynamics/{model}/step{step}.spectra.tsv"),
     output:
         table=report(
             "results/dynamics/{model}/regimes.tsv",
@@ -143,27 +143,16 @@ rule dynamics_regimes:
         "../scripts/dynamics_regimes.py"
 
 
-def dynamics_figure(name, caption):
-    """A per-model dynamics figure (PNG in the report, PDF beside it)."""
-    return report(
-        f"results/figures/dynamics/{{model}}.{name}.png",
-        caption=f"../report/{caption}.rst",
-        category="Dynamics",
-        subcategory="{model}",
-        labels={"model": "{model}", "figure": name.replace("_", " ")},
-    )
-
-
 rule plot_dynamics:
     input:
-        tables=get_spectra_tables,
-        eigenvalues=get_eigenvalue_files,
-        schur=get_schur_tables,
+        tables=every_step("results/dynamics/{model}/step{step}.spectra.tsv"),
+        eigenvalues=every_step("results/dynamics/{model}/step{step}.eigenvalues.npz"),
+        schur=every_step("results/dynamics/{model}/step{step}.schur.tsv"),
     output:
-        operators=dynamics_figure("operators", "dynamics_operators"),
-        samples=dynamics_figure("sample_spectra", "dynamics_sample_spectra"),
-        eigenvalues=dynamics_figure("eigenvalues", "dynamics_eigenvalues"),
-        cumulative=dynamics_figure("cumulative_rank", "dynamics_cumulative_rank"),
+        operators=figure("dynamics", "operators", "dynamics_operators"),
+        samples=figure("dynamics", "sample_spectra", "dynamics_sample_spectra"),
+        eigenvalues=figure("dynamics", "eigenvalues", "dynamics_eigenvalues"),
+        cumulative=figure("dynamics", "cumulative_rank", "dynamics_cumulative_rank"),
         pdfs=expand(
             "results/figures/dynamics/{{model}}.{name}.pdf",
             name=DYNAMICS_FIGURES,

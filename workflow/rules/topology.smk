@@ -95,27 +95,19 @@ rule topology_tables:
         "../scripts/topology_tables.py"
 
 
-def topology_figure(name, caption, model="{model}"):
-    return report(
-        f"results/figures/topology/{model}.{name}.png",
-        caption=f"../report/{caption}.rst",
-        category="Topology",
-        subcategory=model if model == "{model}" else "all models",
-        labels={"model": model, "figure": name.replace("_", " ")},
-    )
-
-
 rule plot_topology:
     input:
-        communities=lambda w: expand("results/topology/{{model}}/step{step}.communities.tsv", step=get_steps(w.model)),
-        layers=lambda w: expand("results/topology/{{model}}/step{step}.coupling.tsv", step=get_steps(w.model)),
-        summaries=lambda w: expand("results/topology/{{model}}/step{step}.summary.tsv", step=get_steps(w.model)),
+        communities=every_step("results/topology/{model}/step{step}.communities.tsv"),
+        layers=every_step("results/topology/{model}/step{step}.coupling.tsv"),
+        summaries=every_step("results/topology/{model}/step{step}.summary.tsv"),
     output:
-        communities=topology_figure("communities", "topology_communities"),
-        boundary=topology_figure("boundary_coupling", "topology_boundary"),
-        mesoscale=topology_figure("mesoscale", "topology_mesoscale"),
-        rate=topology_figure("rate_coupling", "topology_rate"),
-        pdfs=expand("results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES),
+        communities=figure("topology", "communities", "topology_communities"),
+        boundary=figure("topology", "boundary_coupling", "topology_boundary"),
+        mesoscale=figure("topology", "mesoscale", "topology_mesoscale"),
+        rate=figure("topology", "rate_coupling", "topology_rate"),
+        pdfs=expand(
+            "results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES
+        ),
     log:
         "logs/plot_topology/{model}.log",
     benchmark:
@@ -136,7 +128,12 @@ rule plot_alignment_vs_boundary:
         summary=rules.topology_tables.output.summary,
         layers=[path for _, _, path in topology_files("coupling")],
     output:
-        png=topology_figure("alignment_vs_boundary", "topology_alignment_vs_boundary", model="all_models"),
+        png=figure(
+            "topology",
+            "alignment_vs_boundary",
+            "topology_alignment_vs_boundary",
+            model="all_models",
+        ),
         pdf="results/figures/topology/all_models.alignment_vs_boundary.pdf",
     log:
         "logs/plot_alignment_vs_boundary.log",
