@@ -239,7 +239,8 @@ def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(ti
 
 
 def test_report_is_self_contained_with_every_figure(tiny_run):
-    snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
+    result = snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
+    assert "(ERROR/" not in result.output  # docutils: a caption that is not valid reStructuredText
     html = (tiny_run / "results/report.html").read_text()
     for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv",
                  "tiny-swiglu.eigenvalues.png", "regimes.tsv", "tiny-gelu.boundary_coupling.png",
