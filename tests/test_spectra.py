@@ -169,7 +169,7 @@ def test_torch_input_never_goes_through_numpy(monkeypatch):
     def refuse(x):
         raise AssertionError("a tensor was converted to NumPy")
 
-    monkeypatch.setattr(S, "_to_numpy", refuse)
+    monkeypatch.setattr(S, "to_numpy", refuse)
     J = torch.from_numpy(random_layers(3, 6, seed=7))
     for residual in (False, True):
         assert S.per_sample_stats(J, residual=residual)["condition_number"].shape == (3,)

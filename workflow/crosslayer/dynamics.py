@@ -10,8 +10,8 @@ from crosslayer.errors import CheckpointError
 from crosslayer.jacobian import (
     AUTOGRAD_METHODS,
     DEFAULT_CHUNK_BYTES,
-    block_jacobians_autograd,
     iter_block_jacobians,
+    iter_block_jacobians_autograd,
     single_token_block_fn,
 )
 from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats
@@ -21,19 +21,6 @@ __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "check
 STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
 # "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
 JACOBIAN_METHODS = ("closed_form", *AUTOGRAD_METHODS)
-
-
-def _autograd_chunks(block, model, x, method, chunk_bytes, layer):
-    """The reference path: autograd of the real transformers block, in chunks of samples."""
-    fn = single_token_block_fn(block, model)
-    d = x.shape[1]
-    step = max(1, int(chunk_bytes // (4 * d * d)))
-    for start in range(0, x.shape[0], step):
-        J = block_jacobians_autograd(fn, x[start : start + step], method=method).detach()
-        bad = ~torch.isfinite(J).flatten(1).all(1)
-        if bad.any():
-            raise ValueError(f"non-finite Jacobian (NaN/Inf) at layer {layer}, sample {start + int(bad.nonzero()[0])}")
-        yield start, J
 
 
 def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
@@ -92,7 +79,8 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         if method == "closed_form":
             chunks = iter_block_jacobians(adapter.block_parts(blocks[layer]), x, chunk_bytes=chunk_bytes, layer=layer)
         else:
-            chunks = _autograd_chunks(blocks[layer], model, x, method, chunk_bytes, layer)
+            chunks = iter_block_jacobians_autograd(single_token_block_fn(blocks[layer], model), x, method=method,
+                                                   chunk_bytes=chunk_bytes, layer=layer)
         total = torch.zeros(d, d, dtype=torch.float64, device=device)
         for start, J in chunks:
             total += J.sum(dim=0, dtype=torch.float64)

@@ -26,6 +26,8 @@ import warnings
 import igraph
 import numpy as np
 
+from crosslayer.arrays import to_numpy
+
 __all__ = [
     "DegenerateInputWarning",
     "correlation_matrix",
@@ -52,13 +54,6 @@ class DegenerateInputWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _to_numpy(x):
-    """NumPy view of an array_like or torch tensor (no torch import needed)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
 
 
 def _check_finite(name, A):
@@ -116,7 +111,7 @@ def correlation_matrix(X):
         there are units: top-k neighbour sets and communities built from it are noisier. The
         paper's setting (N = 1,000 samples, d = 4,096 units) is in this regime.
     """
-    X = _to_numpy(X)
+    X = to_numpy(X)
     if X.ndim != 2:
         raise ValueError(f"`X` must be 2-D (N samples, d units), got shape {X.shape}")
     N, d = X.shape
@@ -179,7 +174,7 @@ def top_k_edges(R, k):
     never competes. For a symmetric R both directions carry the same value. Ties in ``|r|`` at the
     k-th place of a row are broken arbitrarily (deterministically for a given NumPy).
     """
-    R = _to_numpy(R)
+    R = to_numpy(R)
     if R.ndim != 2 or R.shape[0] != R.shape[1]:
         raise ValueError(f"`R` must be a square 2-D (d, d) matrix, got shape {R.shape}")
     d = R.shape[0]
@@ -227,7 +222,7 @@ def correlation_graph(X, *, k=10):
         Undirected, d vertices with attribute ``"unit"`` (column index into X), edges with the
         signed correlation as ``"weight"``; no self-loops, no multi-edges.
     """
-    X = _to_numpy(X)
+    X = to_numpy(X)
     if X.ndim == 2:
         _check_k(k, X.shape[1])  # before the O(N d^2) correlation
     R = correlation_matrix(X)

@@ -41,6 +41,7 @@ __all__ = [
     "block_jacobians_autograd",
     "closed_form_flops",
     "iter_block_jacobians",
+    "iter_block_jacobians_autograd",
     "mean_jacobian",
     "single_token_block_fn",
 ]
@@ -483,3 +484,23 @@ def block_jacobians_autograd(block_fn, x, *, method="functional"):
     if method == "vectorized":
         return torch.stack([torch.autograd.functional.jacobian(block_fn, xi, vectorize=True) for xi in x])
     return torch.func.vmap(torch.func.jacrev(block_fn))(x).detach()
+
+
+def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
+    """Reference Jacobians (:func:`block_jacobians_autograd`) chunk by chunk, with the same
+    chunking by memory budget and the same non-finite check as :func:`iter_block_jacobians`.
+
+    Yields
+    ------
+    start : int
+    J : torch.Tensor
+        ``(b, d, d)`` Jacobians of samples ``start .. start + b - 1``.
+    """
+    d = x.shape[1]
+    step = max(1, int(chunk_bytes // (4 * d * d)))
+    for start in range(0, x.shape[0], step):
+        J = block_jacobians_autograd(block_fn, x[start : start + step], method=method).detach()
+        bad = ~torch.isfinite(J).flatten(1).all(1)
+        if bad.any():
+            _raise_non_finite("Jacobian", bad, start, layer)
+        yield start, J

@@ -32,6 +32,7 @@ import numpy as np
 import scipy.linalg
 from scipy.stats import unitary_group
 
+from crosslayer.arrays import to_numpy
 from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
 __all__ = [
@@ -72,16 +73,9 @@ SCHUR_MODES = ("J", "J - I")
 # --------------------------------------------------------------------------- validation
 
 
-def _to_numpy(x):
-    """NumPy view of an array_like or torch tensor (no torch import needed)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
 def _as_float(x):
     """float64, or complex128 when the input is complex."""
-    x = _to_numpy(x)
+    x = to_numpy(x)
     return x.astype(np.complex128 if np.iscomplexobj(x) else np.float64, copy=False)
 
 
@@ -95,7 +89,7 @@ def _check_square(name, J):
 
 def _check_stack(name, Js, *, min_count=1, cast=True):
     """(n, d, d) array in float64/complex128 (input dtype if not cast); (d, d) becomes n = 1."""
-    Js = _to_numpy(Js) if not isinstance(Js, (list, tuple)) else np.stack([_to_numpy(J) for J in Js])
+    Js = to_numpy(Js) if not isinstance(Js, (list, tuple)) else np.stack([to_numpy(J) for J in Js])
     if cast:
         Js = _as_float(Js)
     if Js.ndim == 2:
@@ -964,10 +958,11 @@ def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000,
     import pandas as pd
 
     Js = _check_stack("Js", Js)
-    eigenvalues = np.stack([np.linalg.eigvals(J) for J in Js])
     rows = {}
     for suffix, residual in (("", False), ("_res", True)):
         eig = [eigen_stats(J, residual=residual, tol=tol) for J in Js]
+        if not residual:
+            eigenvalues = np.stack([e["eigenvalues"] for e in eig])
         rows["spectral_radius" + suffix] = [e["spectral_radius"] for e in eig]
         rows["frac_expanding" + suffix] = [e["frac_expanding"] for e in eig]
         rows["frac_complex" + suffix] = [e["frac_complex"] for e in eig]

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.stats
 
+from crosslayer.arrays import to_numpy
+
 __all__ = [
     "ALTERNATIVES",
     "DEFAULT_CHUNK_BYTES",
@@ -100,16 +102,9 @@ class PermutationResult:
 # --------------------------------------------------------------------------- validation
 
 
-def _to_numpy(x):
-    """NumPy view of an array_like or torch tensor (no torch import needed)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
-
-
 def _check_vector(name, x, *, allow_nan=False, min_size=1):
     """1-D float64 array; NaN only if allowed, inf never."""
-    x = _to_numpy(x)
+    x = to_numpy(x)
     if x.ndim != 1:
         raise ValueError(f"`{name}` must be 1-D, got shape {x.shape}")
     if x.dtype == bool or not (np.issubdtype(x.dtype, np.number) and not np.iscomplexobj(x)):
@@ -126,7 +121,7 @@ def _check_vector(name, x, *, allow_nan=False, min_size=1):
 
 def _check_square(name, J):
     """(d, d) float64 matrix with finite entries."""
-    J = _to_numpy(J)
+    J = to_numpy(J)
     if J.ndim != 2 or J.shape[0] != J.shape[1] or J.shape[0] == 0:
         raise ValueError(f"`{name}` must be a square 2-D (d, d) matrix, got shape {J.shape}")
     if np.iscomplexobj(J):
@@ -166,7 +161,7 @@ def _rows_per_chunk(chunk_bytes, row_bytes, what):
 
 def _labels(membership, d=None):
     """Community labels as (inverse (d,) in 0..C-1, sizes (C,)), labels sorted ascending."""
-    m = _to_numpy(membership)
+    m = to_numpy(membership)
     if m.ndim != 1 or m.size == 0:
         raise ValueError(f"`membership` must be a non-empty 1-D array of community labels, got shape {m.shape}")
     if m.dtype == bool or not np.issubdtype(m.dtype, np.number) or np.iscomplexobj(m):
@@ -398,7 +393,7 @@ def bh_fdr(p_values, q=0.05):
     """
     from statsmodels.stats.multitest import multipletests
 
-    p = _to_numpy(p_values)
+    p = to_numpy(p_values)
     if p.dtype == bool or not np.issubdtype(p.dtype, np.number) or np.iscomplexobj(p):
         raise ValueError(f"`p_values` must hold real numbers, got dtype {p.dtype}")
     p = p.astype(np.float64)

@@ -16,8 +16,9 @@ with np.load(snakemake.input.jacobians) as jacobians:
     # (no condition_number / condition_number_res when dynamics.condition_number is false)
     for name in jacobians.files:
         if name != "mean":
-            for label, q in (("q25", 25), ("median", 50), ("q75", 75)):
-                table[f"{label}_{name}"] = np.percentile(jacobians[name], q, axis=1)
+            quartiles = np.percentile(jacobians[name], [25, 50, 75], axis=1)  # one read of the array
+            for label, values in zip(("q25", "median", "q75"), quartiles):
+                table[f"{label}_{name}"] = values
 table.insert(0, "regime", depth_regimes(len(table), boundaries=params.regime_boundaries))
 table = table.assign(**table.attrs)
 table.to_csv(snakemake.output.table, sep="\t")
