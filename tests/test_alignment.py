@@ -161,3 +161,29 @@ def test_checkpoint_alignment_full_and_arpack_agree():
     f = checkpoint_alignment(lambda l: layers[l], 2, k=3, method="full")
     for key in ("overlap_left", "overlap_right", "overlap_cross", "singular_values"):
         assert np.allclose(a[key], f[key], atol=1e-5), key
+
+
+@pytest.mark.parametrize("d_ff", [2, 16])
+def test_k_beyond_the_numerical_rank_is_refused_by_layer(d_ff):
+    # d_ff = 2 < k: the product has rank 2. d_ff = 16 but up has rank 2: the same, hidden.
+    rng = np.random.default_rng(0)
+    d, k = 16, 3
+    up = torch.as_tensor(rng.standard_normal((d_ff, 2)) @ rng.standard_normal((2, d)), dtype=torch.float32)
+    down = torch.as_tensor(rng.standard_normal((d, d_ff)), dtype=torch.float32)
+    good = layers_sharing_top_subspace(d, k, 1, seed=1)[0]
+    layers = [good, (up, down)]
+    for method in ("arpack", "full"):
+        with pytest.raises(ValueError, match=r"layer 1: W_down @ W_up has numerical rank 2 < k = 3 .*alignment\.k"):
+            checkpoint_alignment(lambda l: layers[l], 2, k=k, method=method)
+    assert checkpoint_alignment(lambda l: layers[l], 2, k=2)["singular_values"].shape == (2, 3)
+
+
+def test_table1_distances_beyond_the_depth_are_refused():
+    from crosslayer.alignment_summary import summarize_model
+
+    overlap = np.stack([distance_decay(4)] * 2)
+    data = {f"overlap_{s}": overlap for s in ("left", "right", "cross")}
+    data.update(steps=np.array([0, 1]), d_model=16, k=2, singular_values=np.ones((2, 4, 3)))
+    with pytest.raises(ValueError, match=r"alignment\.distances: \[4, 5\] must be below the model's 4 layers"):
+        summarize_model(data, reference_step=1, distances=(1, 4, 5), baseline_draws=10)
+    assert len(summarize_model(data, reference_step=1, distances=(1, 3), baseline_draws=10)["table1"]) == 6

@@ -33,6 +33,8 @@ from crosslayer.checkpoints import (
     download_checkpoint,
     file_digests,
     read_manifest,
+    stat_cache_path,
+    verified_manifest,
     verify_manifest,
     write_manifest,
 )
@@ -293,9 +295,70 @@ def test_failed_write_keeps_previous_manifest(tmp_path, tiny_checkpoint):
     with pytest.raises(TypeError):  # not JSON-serialisable: fails halfway through the dump
         write_manifest(out, model="tiny", step=0, source="local", checkpoint_dir=tiny_checkpoint, repo=object())
     assert read_manifest(out) == old
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]  # no temp file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".m.json.stat", "m.json"]  # no temp file left
 
 
 def test_unknown_source_is_rejected(tmp_path, tiny_checkpoint):
     with pytest.raises(ValueError, match="source"):
         write_manifest(tmp_path / "m.json", model="tiny", step=0, source="s3", checkpoint_dir=tiny_checkpoint)
+
+
+# -- verification before every job ------------------------------------------------------------
+
+
+@pytest.fixture
+def registered(tmp_path, tiny_checkpoint):
+    import shutil
+
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, checkpoint)
+    out = tmp_path / "results" / "m" / "step1.json"
+    write_manifest(out, model="m", step=1, source="local", checkpoint_dir=checkpoint, revision="step1")
+    return out, checkpoint
+
+
+@pytest.fixture
+def hashed(monkeypatch):
+    """The names of the files verification reads in full (the real sha256 is still computed)."""
+    import crosslayer.checkpoints as module
+
+    names, real = [], module._sha256
+    monkeypatch.setattr(module, "_sha256", lambda path: names.append(path.name) or real(path))
+    return names
+
+
+def test_unchanged_files_are_not_hashed_again(registered, hashed):
+    out, checkpoint = registered
+    assert stat_cache_path(out) == out.parent / ".step1.json.stat"
+    assert verified_manifest(out) == read_manifest(out)
+    assert hashed == []
+    stat_cache_path(out).unlink()  # a cache only: without it every file is hashed once more
+    verified_manifest(out)
+    assert sorted(hashed) == sorted(p.name for p in checkpoint.iterdir())
+    hashed.clear()
+    verified_manifest(out)
+    assert hashed == []
+
+
+def test_a_touched_file_is_hashed_once_and_accepted(registered, hashed):
+    import os
+
+    out, checkpoint = registered
+    os.utime(checkpoint / "config.json", ns=(1, 1))
+    verified_manifest(out)
+    verified_manifest(out)
+    assert hashed == ["config.json"]
+
+
+@pytest.mark.parametrize("same_size", [True, False])
+def test_a_replaced_weight_file_is_refused_by_name(registered, same_size):
+    out, checkpoint = registered
+    weights = checkpoint / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of one weight
+    weights.write_bytes(bytes(data) if same_size else bytes(data) + b"\0")
+    with pytest.raises(CheckpointError) as caught:
+        verified_manifest(out)
+    message = str(caught.value)
+    assert message.startswith(f"model 'm' revision 'step1' file '{weights}': sha256 is ")
+    assert f"delete its manifest {out}" in message

@@ -4,6 +4,7 @@ import pytest
 
 from crosslayer.config import (
     check_config,
+    check_model_sizes,
     local_checkpoints,
     model_steps,
     reference_step,
@@ -16,10 +17,10 @@ def config_with(**model):
     entry = {"source": "train", "arch": "llama", "steps": [0, 10, 100], **model}
     return {
         "models": {"m": entry},
-        "train": {"d_model": 32, "n_heads": 4, "threads": 1},
-        "alignment": {"k": 10},
-        "dynamics": {"activate": True},
-        "topology": {"activate": True},
+        "train": {"d_model": 32, "n_layers": 6, "d_ff": 64, "n_heads": 4, "threads": 1},
+        "alignment": {"k": 10, "distances": [1, 3, 5]},
+        "dynamics": {"activate": True, "k": 10, "min_tokens": 8, "max_tokens": 16, "regime_boundaries": None},
+        "topology": {"activate": True, "k": 10},
     }
 
 
@@ -31,7 +32,7 @@ def test_model_steps_sorted_from_either_form():
 def test_local_checkpoints_and_train_overrides():
     assert local_checkpoints({"checkpoints": {"7": "/ckpt/7"}}) == {7: "/ckpt/7"}
     config = config_with(train={"n_heads": 2})
-    assert train_settings(config, "m") == {"d_model": 32, "n_heads": 2, "threads": 1}
+    assert train_settings(config, "m") == {"d_model": 32, "n_layers": 6, "d_ff": 64, "n_heads": 2, "threads": 1}
 
 
 def test_reference_step_configured_or_middle():
@@ -44,7 +45,18 @@ def test_reference_step_configured_or_middle():
     [
         ({"reference_step": 7}, {}, r"models\.m\.reference_step: 7 is not one of"),
         ({"train": {"n_heads": 5}}, {}, r"models\.m\.train\.n_heads: 5 must divide d_model = 32"),
-        ({}, {"alignment": {"k": 32}}, r"alignment\.k: 32 must be smaller than models\.m d_model"),
+        ({}, {"alignment": {"k": 32, "distances": [1]}}, r"alignment\.k: 32 must be smaller than d_model and d_ff of "
+                                                          r"models\.m \(6 layers, d_model = 32, d_ff = 64\)"),
+        ({"train": {"d_ff": 8}}, {}, r"alignment\.k: 10 must be smaller than d_model and d_ff of models\.m"),
+        ({}, {"alignment": {"k": 3, "distances": [1, 6]}}, r"alignment\.distances: \[6\] must be below the number"),
+        ({"train": {"d_model": 8, "n_heads": 2}}, {"alignment": {"k": 3, "distances": [1]}},
+         r"dynamics\.k: 10 must be smaller than d_model of models\.m"),
+        ({}, {"dynamics": {"activate": True, "k": 3, "min_tokens": 20, "max_tokens": 16, "regime_boundaries": None}},
+         r"dynamics\.min_tokens: 20 must not exceed dynamics\.max_tokens = 16"),
+        ({}, {"dynamics": {"activate": True, "k": 3, "min_tokens": 8, "max_tokens": 16, "regime_boundaries": [4, 2]}},
+         r"dynamics\.regime_boundaries: \[4, 2\] must be .* increasing"),
+        ({}, {"dynamics": {"activate": True, "k": 3, "min_tokens": 8, "max_tokens": 16, "regime_boundaries": [2, 7]}},
+         r"dynamics\.regime_boundaries: \[2, 7\] must not exceed the number of layers"),
         ({}, {"dynamics": {"activate": False}}, r"topology\.activate: the topology stages need the dynamics"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
@@ -60,12 +72,24 @@ def test_check_config_names_the_key(model, top, match):
         check_config(config)
 
 
+def test_sizes_of_read_checkpoints_are_checked_too():
+    config = config_with(source="local", checkpoints={"0": "/x"}, steps=None, arch=None)
+    del config["models"]["m"]["steps"], config["models"]["m"]["arch"]
+    check_config(config)  # sizes unknown: left to the jobs
+    with pytest.raises(ValueError, match=r"topology\.k: 10 must be smaller than d_model of models\.m "
+                                         r"\(12 layers, d_model = 10, d_ff = 40\)"):
+        check_config({**config, "dynamics": {**config["dynamics"], "k": 3}, "alignment": {"k": 3, "distances": [1]}},
+                     sizes={"m": {"n_layers": 12, "d_model": 10, "d_ff": 40}})
+    check_model_sizes(config, "m", n_layers=6, d_model=11, d_ff=11)  # k = 10 < 11: accepted
+
+
 def test_check_config_accepts_the_embedded_default():
     import yaml
+    from snakemake.utils import validate
 
-    with open(Path(__file__).parents[1] / "config" / "config.yaml") as f:
-        config = yaml.safe_load(f)
-    config.setdefault("alignment", {}).setdefault("k", 10)
+    root = Path(__file__).parents[1]
+    config = yaml.safe_load((root / "config" / "config.yaml").read_text())
+    validate(config, str(root / "config" / "schema.yaml"))  # fills in the schema's defaults
     check_config(config)
 
 

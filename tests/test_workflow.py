@@ -276,19 +276,80 @@ def test_hub_source_runs_offline_from_the_cache(tiny_run, tmp_path):
     assert np.array_equal(hub["overlap_left"], trained["overlap_left"])
 
 
-def broken_checkpoint(src, dest, *, model_type=None, nan_in=None):
+def broken_checkpoint(src, dest, *, model_type=None, nan_in=None, drop=None):
     shutil.copytree(src, dest)
     if model_type:
         config = json.loads((dest / "config.json").read_text())
         config["model_type"] = model_type
         (dest / "config.json").write_text(json.dumps(config))
-    if nan_in:
+    if nan_in or drop:
         from safetensors.torch import load_file, save_file
 
         tensors = load_file(dest / "model.safetensors")
-        tensors[nan_in][0, 0] = float("nan")
+        if nan_in:
+            tensors[nan_in].view(-1)[0] = float("nan")
+        if drop:
+            del tensors[drop]
         save_file(tensors, dest / "model.safetensors", metadata={"format": "pt"})
     return dest
+
+
+def test_a_checkpoint_missing_a_tensor_fails_every_job_that_reads_it(tiny_run, tmp_path):
+    # transformers would fill the tensor with fresh random values and the run would exit 0
+    missing = {"no-attn-out": ("tiny-gelu", "gpt_neox.layers.2.attention.dense.weight"),
+               "no-norm": ("tiny-swiglu", "model.layers.1.input_layernorm.weight")}
+    models = {}
+    for name, (trained, tensor) in missing.items():
+        good = Path(read_manifest(tiny_run / f"results/checkpoints/{trained}/step16.json")["path"])
+        models[name] = {"source": "local", "checkpoints": {"1": str(broken_checkpoint(good, tmp_path / name,
+                                                                                      drop=tensor))}}
+    config = write_config(tmp_path / "missing.yaml", models)
+    targets = [f"results/{stage}/{m}/step1.{what}" for m in models
+               for stage, what in (("alignment", "npz"), ("dynamics", "activations.npz"))]
+    result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    for name, (_, tensor) in missing.items():
+        log = (tmp_path / f"logs/extract_activations/{name}/step1.log").read_text()
+        assert f"model '{name}' revision 'step1' file '{tmp_path / name / 'model.safetensors'}'" in log
+        assert f"'{tensor}'" in log and "missing from the checkpoint" in log
+    log = (tmp_path / "logs/mlp_alignment/no-attn-out/step1.log").read_text()
+    assert "model 'no-attn-out' revision 'step1'" in log and "'gpt_neox.layers.2.attention.dense.weight' not found" in log
+    assert not list((tmp_path / "results/dynamics").rglob("*.npz"))
+    assert not (tmp_path / "results/alignment/no-attn-out/step1.npz").exists()
+    # weight analyses read only the projections, all present in no-norm: exact, so not refused
+    assert (tmp_path / "results/alignment/no-norm/step1.npz").exists()
+
+
+def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, tmp_path):
+    good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    other = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step8.json")["path"])
+    local = tmp_path / "ckpt"
+    shutil.copytree(good, local)
+    config = write_config(tmp_path / "local.yaml", {"m": {"source": "local", "checkpoints": {"1": str(local)}}})
+    target = "results/dynamics/m/step1.activations.npz"
+    snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config))
+    first = np.load(tmp_path / target)["acts"]
+
+    # replaced by other weights (newer mtime): registered anew, and everything after it redone
+    weights = local / "model.safetensors"
+    shutil.copyfile(other / "model.safetensors", weights)
+    jobs = planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output)
+    assert jobs == {"register_checkpoint": 1, "extract_activations": 1}
+
+    # replaced with its mtime set back (cp -p of an older file): nothing is planned, and a job
+    # that reads the checkpoint anyway refuses it by name
+    os.utime(weights, ns=(1, 1))
+    assert planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output) == {}
+    result = snakemake(tmp_path, target, "--cores", "1", "--forcerun", "extract_activations", "--configfile",
+                       str(config), check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "logs/extract_activations/m/step1.log").read_text()
+    assert f"model 'm' revision 'step1' file '{weights}': sha256 is" in log and "delete its manifest" in log
+    assert not (tmp_path / target).exists()
+
+    (tmp_path / "results/checkpoints/m/step1.json").unlink()  # as the message says
+    snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config))
+    assert not np.array_equal(np.load(tmp_path / target)["acts"], first)
 
 
 def test_bad_checkpoints_fail_their_jobs_with_a_clear_message_and_no_output(tiny_run, tmp_path):
@@ -366,6 +427,10 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
         ("models: {tiny-gelu: {reference_step: 5}}", "models.tiny-gelu.reference_step"),
         ("dynamics: {activate: false}", "topology.activate"),
         ("topology: {methods: [louvain]}", "louvain"),
+        ("topology: {seeds: [0, 0]}", "seeds"),
+        ("alignment: {k: 32}", "alignment.k: 32 must be smaller than d_model and d_ff of models.tiny-gelu"),
+        ("alignment: {distances: [1, 4]}", "alignment.distances: [4] must be below the number of layers"),
+        ("dynamics: {k: 32}", "dynamics.k: 32"),
     ],
 )
 def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, key):
@@ -373,6 +438,15 @@ def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, 
     result = snakemake(tmp_path, "-n", "--cores", "1", "--configfile", str(TINY), bad, check=False)
     assert result.returncode != 0 and key in result.output
     assert not (tmp_path / "results").exists()
+
+
+def test_sizes_of_local_checkpoints_are_checked_before_any_job(tiny_run, tmp_path):
+    good = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"]
+    config = write_config(tmp_path / "c.yaml", {"m": {"source": "local", "checkpoints": {"1": good}}},
+                          topology={"k": 32})
+    result = snakemake(tmp_path, "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    assert "topology.k: 32 must be smaller than d_model of models.m (4 layers, d_model = 32, d_ff = 64)" in result.output
 
 
 def test_unknown_model_key_and_missing_source_fields_are_named(tmp_path):

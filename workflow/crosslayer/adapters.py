@@ -40,7 +40,7 @@ from crosslayer.errors import CheckpointError
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES", "BlockParts", "Geometry", "NormParts", "WeightReader", "adapter_for",
-    "open_checkpoint",
+    "open_checkpoint", "read_geometry",
 ]
 
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -818,6 +818,17 @@ class WeightReader:
             out[name] = matrix
         return out
 
+    def check_complete(self):
+        """Raise :class:`CheckpointError` naming the first projection tensor of any layer that
+        the checkpoint lacks (a broken checkpoint is refused whole, whatever a job reads)."""
+        for layer in range(self.geometry.n_layers):
+            stem = self._prefix + self.adapter.layer_key.format(layer=layer)
+            for source in self._sources.values():
+                key = f"{stem}.{source.key}"
+                if key not in self._store.file_of:
+                    raise CheckpointError(f"tensor '{key}' not found (layer {layer})", **self._context,
+                                          file=self._store.source)
+
     def mlp(self, layer) -> tuple[torch.Tensor, torch.Tensor]:
         """``(up, down)`` of one layer, shapes ``(d_ff, d)`` and ``(d, d_ff)``."""
         w = self.projections(layer, names=("up", "down"))
@@ -851,6 +862,18 @@ def _read_config(path, context):
         return AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     except Exception as e:
         raise CheckpointError(f"cannot parse config: {e}", **context, file="config.json") from e
+
+
+def read_geometry(path, *, model=None, revision=None) -> Geometry:
+    """The :class:`Geometry` of a saved checkpoint, from its config.json alone (no weights read).
+
+    Raises
+    ------
+    CheckpointError
+        config.json missing or unreadable, or ``model_type`` not in ``SUPPORTED_MODEL_TYPES``.
+    """
+    config = _read_config(Path(path), {"model": model, "revision": revision})
+    return ADAPTERS[config.model_type](config).geometry
 
 
 def open_checkpoint(path, *, model=None, revision=None) -> WeightReader:

@@ -77,6 +77,7 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
         if gap < gap_tol:
             M = mlp_product(up, down, dtype=torch.float64)
             U, s, V = top_singular_subspaces(M.cpu().numpy(), k, method=method, seed=layer)
+        _check_rank(s, k, M, up, layer)
         left.append(U)
         right.append(V)
         svals.append(s)
@@ -94,6 +95,18 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
         "overlap_right": pairwise_overlap(right),
         "overlap_cross": pairwise_overlap(left, right),
     }
+
+
+def _check_rank(s, k, M, up, layer):
+    """Refuse a top-k subspace that holds rounding noise: the k-th singular value must lie above
+    numpy's rank tolerance ``s_1 * max(d, d_ff) * eps`` of the product's dtype."""
+    tol = s[0] * max(up.shape) * torch.finfo(M.dtype).eps
+    if not s[k - 1] > tol:
+        rank = int((s > tol).sum())
+        raise ValueError(
+            f"layer {layer}: W_down @ W_up has numerical rank {rank} < k = {k} "
+            f"(s_{k} = {s[k - 1]:.3g}, tolerance {tol:.3g}), so its top-{k} subspace would hold rounding noise; "
+            "choose a smaller alignment.k")
 
 
 def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="cpu"):
@@ -119,9 +132,12 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
 
     model, revision = manifest["model"], manifest.get("revision")
     with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:
+        reader.check_complete()
         geometry = reader.geometry
-        if not 1 <= k < geometry.d_model:
-            raise CheckpointError(f"k = {k} must be below d_model = {geometry.d_model}", model=model, revision=revision)
+        if not 1 <= k < min(geometry.d_model, geometry.d_ff):
+            raise CheckpointError(
+                f"alignment.k = {k} must be below d_model = {geometry.d_model} and d_ff = {geometry.d_ff} (the rank "
+                "bound of W_down @ W_up)", model=model, revision=revision, file=manifest["path"])
         try:
             result = checkpoint_alignment(
                 reader.mlp,

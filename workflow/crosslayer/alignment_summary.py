@@ -201,6 +201,10 @@ def summarize_model(
         ``baseline`` (one row: d_model, k, draws, seed, mean, sd).
     """
     steps, d, k = data["steps"], data["d_model"], data["k"]
+    n_layers = data["overlap_left"].shape[1]
+    too_far = [n for n in distances if n >= n_layers]
+    if too_far:  # an all-NaN Table 1 column would look like missing data, not like a bad setting
+        raise ValueError(f"alignment.distances: {too_far} must be below the model's {n_layers} layers")
     mean, sd = random_overlap_baseline(d, k, draws=baseline_draws, seed=seed)
     baseline = pd.DataFrame([{"d_model": d, "k": k, "draws": baseline_draws, "seed": seed, "mean": mean, "sd": sd}])
 

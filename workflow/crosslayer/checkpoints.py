@@ -38,14 +38,18 @@ from huggingface_hub.errors import (
 )
 
 from crosslayer.errors import CheckpointError
+from crosslayer.files import checkpoint_files
 
 __all__ = [
     "BIN_PATTERNS",
     "SOURCES",
+    "TOKENIZER_PATTERNS",
     "WEIGHT_PATTERNS",
     "download_checkpoint",
     "file_digests",
     "read_manifest",
+    "stat_cache_path",
+    "verified_manifest",
     "verify_manifest",
     "write_manifest",
 ]
@@ -56,6 +60,9 @@ log = logging.getLogger(__name__)
 WEIGHT_PATTERNS = ["config.json", "model*.safetensors", "model.safetensors.index.json"]
 #: Fallback for checkpoints published only as PyTorch pickles.
 BIN_PATTERNS = ["config.json", "pytorch_model*.bin", "pytorch_model.bin.index.json"]
+#: Fetched beside the weights when the repo has them: the activation stages tokenize texts.
+TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                      "vocab.json", "merges.txt", "vocab.txt", "spiece.model"]
 SOURCES = ("hub", "local", "train")
 
 # The same transport errors huggingface_hub's own http_backoff retries (its client is httpx2).
@@ -73,7 +80,8 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
     """Fetch the config and weights of ``repo@revision`` into the huggingface_hub cache.
 
     Safetensors weights are preferred; a snapshot without them is fetched again with
-    :data:`BIN_PATTERNS`. Interrupted downloads resume (huggingface_hub keeps partial files
+    :data:`BIN_PATTERNS`. Tokenizer files (:data:`TOKENIZER_PATTERNS`) come along where the repo
+    has them. Interrupted downloads resume (huggingface_hub keeps partial files
     in its cache), and with ``HF_HUB_OFFLINE=1`` a cached snapshot is resolved without network.
 
     Parameters
@@ -113,10 +121,12 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
         return Path(path)
 
     try:
-        snapshot = _with_retries(lambda: fetch(WEIGHT_PATTERNS), attempts=attempts, backoff_s=backoff_s)
+        snapshot = _with_retries(lambda: fetch(WEIGHT_PATTERNS + TOKENIZER_PATTERNS), attempts=attempts,
+                                 backoff_s=backoff_s)
         if not any(snapshot.glob("model*.safetensors")):
             log.info("%s@%s has no safetensors weights: fetching pytorch_model*.bin", repo, revision)
-            snapshot = _with_retries(lambda: fetch(BIN_PATTERNS), attempts=attempts, backoff_s=backoff_s)
+            snapshot = _with_retries(lambda: fetch(BIN_PATTERNS + TOKENIZER_PATTERNS), attempts=attempts,
+                                     backoff_s=backoff_s)
     except Exception as error:
         advice = _advice(error, cache_dir=cache_dir, attempts=attempts)
         if advice is None:
@@ -224,14 +234,12 @@ def file_digests(directory):
     dict[str, str]
         POSIX path relative to ``directory`` -> sha256 hex digest, sorted by path.
     """
-    directory = Path(directory)
-    digests = {}
-    for root, _, names in os.walk(directory, followlinks=True):
-        for name in names:
-            path = Path(root, name)
-            if path.is_file():
-                digests[path.relative_to(directory).as_posix()] = _sha256(path)
-    return dict(sorted(digests.items()))
+    return {name: _sha256(path) for name, path in checkpoint_files(directory)}
+
+
+def _stat(path):
+    st = path.stat()  # follows links: hub cache files are links to blobs/
+    return [st.st_size, st.st_mtime_ns]
 
 
 def _sha256(path):
@@ -239,7 +247,8 @@ def _sha256(path):
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, revision=None, commit=None):
+def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, revision=None, commit=None,
+                   stat_cache=True):
     """Describe a checkpoint in a JSON manifest, written atomically.
 
     Parameters
@@ -259,6 +268,10 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     commit : str, optional
         Commit hash of a hub checkpoint; defaults to the name of the snapshot directory,
         which is the commit huggingface_hub resolved ``revision`` to.
+    stat_cache : bool, default=True
+        Also record each file's size and mtime in :func:`stat_cache_path` (not in the manifest,
+        whose bytes depend only on the content), so that :func:`verified_manifest` hashes a
+        file again only when its size or mtime changed.
 
     Returns
     -------
@@ -290,16 +303,28 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
         "repo": repo,
         "revision": revision,
         "commit": commit,
-        "files": file_digests(checkpoint_dir),
+        "files": {},
     }
+    stats = {}
+    for name, path in checkpoint_files(checkpoint_dir):
+        before = _stat(path)
+        manifest["files"][name] = _sha256(path)
+        stats[name] = [*before, manifest["files"][name]]
     out_path = Path(out_path)
+    _write_json_atomically(out_path, manifest)
+    if stat_cache:
+        _write_json_atomically(stat_cache_path(out_path), stats)
+    return manifest
+
+
+def _write_json_atomically(out_path, data):
+    """A temp file in the same directory, then os.replace: readers (and Snakemake) see either
+    the old file or the complete new one, never half a file."""
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    # A temp file in the same directory, then os.replace: readers (and Snakemake) see either
-    # the old manifest or the complete new one, never half a file.
     fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(manifest, f, indent=2)
+            json.dump(data, f, indent=2)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -307,7 +332,6 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return manifest
 
 
 def read_manifest(path):
@@ -324,10 +348,49 @@ def read_manifest(path):
         raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
 
 
-def verify_manifest(manifest):
+def stat_cache_path(manifest_path):
+    """Where the size and mtime of a checkpoint's verified files are kept: a hidden file beside
+    its manifest (``.step16.json.stat``). A cache only: deleting it costs one full hash."""
+    manifest_path = Path(manifest_path)
+    return manifest_path.with_name(f".{manifest_path.name}.stat")
+
+
+def verified_manifest(path):
+    """Read a manifest and check that its checkpoint still holds the files it recorded.
+
+    Every job that reads a checkpoint starts here. Cheap: a file whose size and mtime are those
+    seen at the last verification (or registration) is not read again; any other is hashed in
+    full, and the stat cache is updated when its content is unchanged.
+
+    Returns
+    -------
+    dict
+        The manifest (:func:`read_manifest`).
+
+    Raises
+    ------
+    CheckpointError
+        See :func:`verify_manifest`.
+    """
+    manifest = read_manifest(path)
+    verify_manifest(manifest, stat_cache=stat_cache_path(path), manifest_path=path)
+    return manifest
+
+
+def verify_manifest(manifest, *, stat_cache=None, manifest_path=None):
     """Check that a checkpoint's files still have the digests its manifest recorded.
 
     Files added to the directory since are not checked.
+
+    Parameters
+    ----------
+    manifest : dict
+    stat_cache : str or Path, optional
+        JSON file of ``{name: [size, mtime_ns, sha256]}`` (see :func:`stat_cache_path`): files
+        whose size and mtime match it, with the manifest's sha256, are not hashed again.
+        Without it every file is hashed.
+    manifest_path : str or Path, optional
+        Named in the advice of the error.
 
     Raises
     ------
@@ -336,15 +399,39 @@ def verify_manifest(manifest):
         changed.
     """
     root = Path(manifest["path"])
+    cache = _read_stat_cache(stat_cache)
+    seen = {}
+    redo = (f"delete its manifest {manifest_path} and run the workflow again to register the checkpoint anew and "
+            "redo its analyses" if manifest_path else "re-register the checkpoint")
     for name, expected in manifest["files"].items():
         path = root / name
         context = dict(model=manifest.get("model"), revision=manifest.get("revision"), file=str(path))
         if not path.is_file():
-            raise CheckpointError("missing: the checkpoint changed since its manifest was written", **context)
+            raise CheckpointError(f"missing: the checkpoint changed after it was registered; {redo}", **context)
+        stat = _stat(path)
+        if cache.get(name) == [*stat, expected]:
+            seen[name] = cache[name]
+            continue
         found = _sha256(path)
         if found != expected:
             raise CheckpointError(
-                f"sha256 is {found}, the manifest recorded {expected}: the file changed since the "
-                "manifest was written (re-download or re-save the checkpoint)",
+                f"sha256 is {found}, the manifest recorded {expected}: the file changed after the checkpoint "
+                f"was registered. Restore it, or {redo}",
                 **context,
             )
+        seen[name] = [*stat, found]
+    if stat_cache is not None and seen != cache:
+        try:
+            _write_json_atomically(Path(stat_cache), seen)
+        except OSError as err:  # a read-only results tree: verification stays correct, only slower
+            log.warning("cannot update the stat cache %s: %s", stat_cache, err)
+
+
+def _read_stat_cache(path):
+    if path is None:
+        return {}
+    try:
+        cache = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}

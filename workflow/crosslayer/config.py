@@ -5,7 +5,8 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config"]
+__all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
+           "check_model_sizes"]
 
 
 def _explicit(model_cfg):
@@ -109,8 +110,19 @@ def reference_step(model_cfg):
     return int(model_cfg.get("reference_step", steps[len(steps) // 2]))
 
 
-def check_config(config):
-    """Raise ValueError naming the key for values the schema cannot judge alone."""
+def check_config(config, sizes=None):
+    """Raise ValueError naming the key for values the schema cannot judge alone.
+
+    Parameters
+    ----------
+    config : dict
+        The validated workflow config (schema defaults filled in).
+    sizes : dict, optional
+        Model id -> ``{"n_layers", "d_model", "d_ff"}`` of models whose checkpoints were read
+        (``source: local``); trained models' sizes come from their train settings. Settings
+        that depend on a model's size are checked here for these models and in their jobs for
+        the others.
+    """
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         steps = model_steps(cfg)
@@ -133,7 +145,45 @@ def check_config(config):
             raise ValueError(f"{key}.repo: only `source: hub` models have a repo")
     if config["topology"]["activate"] and not config["dynamics"]["activate"]:
         raise ValueError("topology.activate: the topology stages need the dynamics stages (dynamics.activate: true)")
-    k = config["alignment"]["k"]
+    dynamics = config["dynamics"]
+    if dynamics["activate"] and dynamics["min_tokens"] > dynamics["max_tokens"]:
+        raise ValueError(f"dynamics.min_tokens: {dynamics['min_tokens']} must not exceed dynamics.max_tokens = "
+                         f"{dynamics['max_tokens']} (texts are truncated to max_tokens)")
+    bounds = dynamics["regime_boundaries"]
+    if dynamics["activate"] and bounds is not None and bounds[0] > bounds[1]:
+        raise ValueError(f"dynamics.regime_boundaries: {bounds} must be [end of early, start of late] in increasing "
+                         "order")
+    known = dict(sizes or {})
     for name, cfg in config["models"].items():
-        if cfg["source"] == "train" and k >= train_settings(config, name)["d_model"]:
-            raise ValueError(f"alignment.k: {k} must be smaller than models.{name} d_model")
+        if cfg["source"] == "train":
+            settings = train_settings(config, name)
+            known[name] = {key: settings[key] for key in ("n_layers", "d_model", "d_ff")}
+    for name, size in known.items():
+        check_model_sizes(config, name, **size)
+
+
+def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
+    """Raise ValueError naming the key of a setting that one model's sizes make meaningless.
+
+    The top-k subspace of ``W_down @ W_up`` (rank at most min(d_model, d_ff)) would hold noise
+    directions at ``alignment.k >= min(d_model, d_ff)``; Table 1 has no layer pair farther apart
+    than ``n_layers - 1``; the dynamics and topology subspaces and graphs live in d_model units.
+    """
+    where = f"models.{model} ({n_layers} layers, d_model = {d_model}, d_ff = {d_ff})"
+    k = config["alignment"]["k"]
+    if k >= min(d_model, d_ff):
+        raise ValueError(f"alignment.k: {k} must be smaller than d_model and d_ff of {where}")
+    too_far = [n for n in config["alignment"]["distances"] if n >= n_layers]
+    if too_far:
+        raise ValueError(f"alignment.distances: {too_far} must be below the number of layers of {where}")
+    checks = []
+    if config["dynamics"]["activate"]:
+        checks.append(("dynamics.k", config["dynamics"]["k"]))
+    if config["topology"]["activate"]:
+        checks.append(("topology.k", config["topology"]["k"]))
+    for key, value in checks:
+        if value >= d_model:
+            raise ValueError(f"{key}: {value} must be smaller than d_model of {where}")
+    bounds = config["dynamics"]["regime_boundaries"]
+    if config["dynamics"]["activate"] and bounds is not None and bounds[1] > n_layers:
+        raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")

@@ -14,9 +14,10 @@ from crosslayer.jacobian import (
     iter_block_jacobians_autograd,
     single_token_block_fn,
 )
+from crosslayer.models import TOKENIZER_FILES, load_model
 from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats
 
-__all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations", "load_model"]
+__all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations"]
 
 STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
 # "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
@@ -94,27 +95,6 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     return result
 
 
-def load_model(manifest, *, device="cpu"):
-    """The checkpoint a manifest describes, as a float32 transformers model in eval mode, and
-    its tokenizer (None when the checkpoint ships none)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
-    try:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, trust_remote_code=False)
-    except Exception as err:  # unsupported or broken checkpoint: say which
-        raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
-    try:
-        adapter_for(model)
-    except NotImplementedError as err:  # transformers knows it, our adapters do not
-        raise CheckpointError(str(err), **context, file=path) from err
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except Exception:  # noqa: BLE001 - weights-only checkpoints have no tokenizer
-        tokenizer = None
-    return model.to(device).eval(), tokenizer
-
-
 def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8):
     """Residual stream (last token, before attention and before the MLP of every block) of the
     first `n_samples` texts of a samples file (:mod:`crosslayer.samples`) with at least
@@ -131,7 +111,9 @@ def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max
     context = {"model": manifest["model"], "revision": manifest.get("revision")}
     model, tokenizer = load_model(manifest, device=device)
     if tokenizer is None:
-        raise CheckpointError("no tokenizer in the checkpoint", **context, file=manifest["path"])
+        raise CheckpointError(
+            f"no tokenizer in the checkpoint (none of {', '.join(TOKENIZER_FILES)}): save it beside the weights "
+            "(tokenizer.save_pretrained) for a local checkpoint", **context, file=manifest["path"])
     ids, texts = read_samples(samples_path)
     token_ids = []  # tokenised on demand: a dataset's texts only up to the n-th long-enough one
 

@@ -44,7 +44,7 @@ rule train_model:
 
 rule register_checkpoint:
     input:
-        checkpoint=get_checkpoint_dir,
+        checkpoint=get_checkpoint_inputs,
     output:
         manifest="results/checkpoints/{model}/step{step}.json",
     log:
@@ -58,7 +58,7 @@ rule register_checkpoint:
         "../../envs/checkpoints.yaml"
     params:
         source=get_source,
-        subdir=get_checkpoint_subdir,
+        directory=get_checkpoint_dir,
         revision=get_checkpoint_revision,
     script:
         "../scripts/register_checkpoint.py"

@@ -7,10 +7,31 @@ from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # -> import crosslayer
 from crosslayer import config as cfg  # standard library only
+from crosslayer.files import checkpoint_files  # standard library only
 
 validate(config, schema="../../config/schema.yaml")
+
+
+def local_model_sizes():
+    """n_layers, d_model, d_ff of each `source: local` model, from its first checkpoint's
+    config.json. A checkpoint that cannot be read is left to its jobs, which name the problem."""
+    sizes = {}
+    for name, entry in config["models"].items():
+        if entry["source"] != "local":
+            continue
+        from crosslayer.adapters import read_geometry  # imports transformers: only when needed
+        from crosslayer.errors import CheckpointError
+
+        try:
+            geometry = read_geometry(next(iter(cfg.local_checkpoints(entry).values())), model=name)
+        except CheckpointError:
+            continue
+        sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
+    return sizes
+
+
 try:
-    cfg.check_config(config)
+    cfg.check_config(config, sizes=local_model_sizes())
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
@@ -60,17 +81,21 @@ def get_hub_checkpoint(wildcards):
 
 
 def get_checkpoint_dir(wildcards):
-    """Input of register_checkpoint: the trained model's run directory or a local directory."""
+    """The directory register_checkpoint describes: a trained model's step or a local directory."""
     entry = MODELS[wildcards.model]
     if entry["source"] == "train":
-        return f"results/train/{wildcards.model}"
+        return f"results/train/{wildcards.model}/step{wildcards.step}"
     return cfg.local_checkpoints(entry)[int(wildcards.step)]
 
 
-def get_checkpoint_subdir(wildcards):
-    return (
-        f"step{wildcards.step}" if MODELS[wildcards.model]["source"] == "train" else "."
-    )
+def get_checkpoint_inputs(wildcards):
+    """Input of register_checkpoint: the trained model's run directory (train_model's output), or
+    every file of a local checkpoint, so that a file changed later registers it anew and redoes
+    its analyses (each job also verifies the files against the manifest's sha256)."""
+    if MODELS[wildcards.model]["source"] == "train":
+        return f"results/train/{wildcards.model}"
+    directory = get_checkpoint_dir(wildcards)
+    return [str(path) for _, path in checkpoint_files(directory)] or directory
 
 
 def get_train_params(wildcards):

@@ -9,13 +9,14 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.checkpoints import read_manifest
-from crosslayer.dynamics import checkpoint_jacobian_stats, load_model
+from crosslayer.checkpoints import verified_manifest
+from crosslayer.dynamics import checkpoint_jacobian_stats
 from crosslayer.errors import CheckpointError
+from crosslayer.models import load_model
 
 params = snakemake.params
-manifest = read_manifest(snakemake.input.manifest)
-model, _ = load_model(manifest, device=params.device)
+manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
+model, _ = load_model(manifest, device=params.device, tokenizer=False)
 with np.load(snakemake.input.activations) as activations:
     try:
         result = checkpoint_jacobian_stats(

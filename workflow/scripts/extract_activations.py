@@ -8,12 +8,13 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 import numpy as np
 
-from crosslayer.checkpoints import read_manifest
+from crosslayer.checkpoints import verified_manifest
 from crosslayer.dynamics import checkpoint_activations
 
 params = snakemake.params
+manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 result = checkpoint_activations(
-    read_manifest(snakemake.input.manifest),
+    manifest,
     snakemake.input.samples,
     n_samples=params.n_samples,
     min_tokens=params.min_tokens,

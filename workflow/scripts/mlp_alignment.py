@@ -9,10 +9,9 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 import numpy as np
 
 from crosslayer.alignment import align_checkpoint
-from crosslayer.checkpoints import read_manifest, verify_manifest
+from crosslayer.checkpoints import verified_manifest
 
-manifest = read_manifest(snakemake.input.manifest)
-verify_manifest(manifest)  # the files are still those the manifest describes
+manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 result = align_checkpoint(
     manifest,
     k=snakemake.params.k,

@@ -2,8 +2,6 @@ from _setup import start
 
 start(snakemake)
 
-from pathlib import Path
-
 from crosslayer.checkpoints import write_manifest
 
 write_manifest(
@@ -11,6 +9,6 @@ write_manifest(
     model=snakemake.wildcards.model,
     step=int(snakemake.wildcards.step),
     source=snakemake.params.source,
-    checkpoint_dir=Path(snakemake.input.checkpoint) / snakemake.params.subdir,
+    checkpoint_dir=snakemake.params.directory,
     revision=snakemake.params.revision,
 )

@@ -1,0 +1,106 @@
+"""A registered checkpoint as a live transformers model, loaded strictly.
+
+``from_pretrained`` fills any parameter the checkpoint lacks with fresh random values and only
+logs a report; a measurement on such a model is a wrong number that looks right. Here every
+missing, unexpected or mismatched tensor is a :class:`~crosslayer.errors.CheckpointError`
+naming the model, revision, weight file and tensors. transformers' own documented exceptions
+still apply: tied weights (an LM head tied to the embeddings is not stored) and the legacy
+buffers a family declares ignorable (``attention.bias``, ``rotary_emb.inv_freq``, ...).
+"""
+
+from pathlib import Path
+
+import torch
+
+from crosslayer.adapters import adapter_for
+from crosslayer.errors import CheckpointError
+
+__all__ = ["TOKENIZER_FILES", "load_model", "weight_file"]
+
+#: A checkpoint has a tokenizer when it holds one of these (fast, sentencepiece, BPE or WordPiece).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
+_WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
+                 "pytorch_model.bin")
+_SHOWN = 5  # tensor names listed in a message
+
+
+def weight_file(path):
+    """The checkpoint's weight file (or shard index) as named in errors: the first that exists
+    of model.safetensors[.index.json], pytorch_model.bin[.index.json]; else the directory."""
+    path = Path(path)
+    return next((str(path / name) for name in _WEIGHT_FILES if (path / name).is_file()), str(path))
+
+
+def load_model(manifest, *, device="cpu", tokenizer=True):
+    """The checkpoint a manifest describes, as a float32 transformers model in eval mode, and
+    its tokenizer.
+
+    Parameters
+    ----------
+    manifest : dict
+        From :func:`crosslayer.checkpoints.verified_manifest` (``path``, ``model``, ``revision``).
+    device : str, default="cpu"
+    tokenizer : bool, default=True
+        Also load the tokenizer; False returns None in its place.
+
+    Returns
+    -------
+    model : transformers.PreTrainedModel
+    tokenizer : transformers tokenizer or None
+        None when `tokenizer` is False or the checkpoint holds none of :data:`TOKENIZER_FILES`.
+
+    Raises
+    ------
+    CheckpointError
+        The checkpoint cannot be loaded; a parameter is missing from it, unexpected in it or of
+        another shape; its family has no adapter; or its tokenizer files cannot be read.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        adapter_for(config)  # before any weight is read: a family transformers knows and our adapters do not
+        model, info = AutoModelForCausalLM.from_pretrained(  # mismatched sizes reported, not raised, to name them
+            path, config=config, dtype=torch.float32, trust_remote_code=False, output_loading_info=True,
+            ignore_mismatched_sizes=True)
+    except NotImplementedError as err:
+        raise CheckpointError(str(err), **context, file=path) from err
+    except Exception as err:  # unsupported or broken checkpoint: say which
+        raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
+    _check_loading_info(info, context=context, file=weight_file(path))
+    return model.to(device).eval(), (_load_tokenizer(path, context) if tokenizer else None)
+
+
+def _check_loading_info(info, *, context, file):
+    problems = []
+    for key, what in (("missing_keys", "missing from the checkpoint (transformers would fill them with random "
+                                       "values)"),
+                      ("unexpected_keys", "in the checkpoint but not in the model (another architecture or "
+                                          "config?)"),
+                      ("mismatched_keys", "of another shape than the model's (checkpoint vs model)")):
+        # mismatched entries are (name, checkpoint shape, model shape)
+        names = sorted(f"'{k}'" if isinstance(k, str) else f"'{k[0]}' {tuple(k[1])} vs {tuple(k[2])}"
+                       for k in info.get(key, ()))
+        if names:
+            shown = ", ".join(names[:_SHOWN])
+            more = f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else ""
+            problems.append(f"{len(names)} tensor(s) {what}: {shown}{more}")
+    problems += [str(msg) for msg in info.get("error_msgs", ())]
+    if problems:
+        raise CheckpointError("; ".join(problems) + ". Re-save or re-download the checkpoint.", **context,
+                              file=file)
+
+
+def _load_tokenizer(path, context):
+    from transformers import AutoTokenizer
+
+    if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
+        return None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as err:
+        raise CheckpointError(f"cannot load the tokenizer: {err}", **context, file=path) from err
+    if len(tokenizer) == 0:
+        raise CheckpointError("the tokenizer has an empty vocabulary", **context, file=path)
+    return tokenizer
