@@ -1,0 +1,145 @@
+"""Multi-token Jacobians of the residual branch against torch.autograd.functional.jacobian of the
+real transformers model, for every supported family. The reference never uses our recorded
+block calls: the model runs whole, a pre-hook puts the differentiated token into block l's input
+and a forward hook reads block l's output."""
+
+import pytest
+import torch
+import transformers as T
+
+from crosslayer.token_jacobians import (
+    _sweep,
+    block_calls,
+    last_token_jacobians,
+    released_last_token_jacobians,
+    token_jacobians,
+)
+
+torch.set_num_threads(1)
+T.logging.set_verbosity_error()
+
+D, LAYERS, HEADS, VOCAB, TOKENS = 32, 3, 4, 101, 6
+
+FAMILIES = {
+    "gpt_neox": lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                        intermediate_size=64, vocab_size=VOCAB, rotary_pct=0.5),
+    "gpt_neox_sequential": lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                   intermediate_size=64, vocab_size=VOCAB, use_parallel_residual=False),
+    "llama": lambda: T.LlamaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB),
+    "olmo2": lambda: T.Olmo2Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB),
+    "olmo3": lambda: T.Olmo3Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB, sliding_window=4,
+                                   layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
+    "bloom": lambda: T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
+    "gpt2": lambda: T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB, n_positions=64),
+}
+
+
+def build(family, seed=0):
+    torch.manual_seed(seed)
+    config = FAMILIES[family]()
+    config._attn_implementation = "eager"
+    model = T.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))  # norm gains away from 1, biases away from 0
+    ids = torch.randint(0, VOCAB, (TOKENS,), generator=torch.Generator().manual_seed(seed)).tolist()
+    return model, ids
+
+
+def reference(model, ids, layer, t1, t2, *, branch=True):
+    """d block_l(X)_{t2} / d x_{t1} (minus I at t1 = t2 for the branch) by the paper's autograd."""
+    from crosslayer.adapters import adapter_for
+
+    block = adapter_for(model).blocks(model)[layer]
+    state = {}
+
+    def put(module, args, kwargs):
+        hidden = args[0] if args else kwargs["hidden_states"]
+        state.setdefault("x", hidden[0, t1].detach().clone())
+        hidden = torch.cat([hidden[:, :t1], state["v"][None, None], hidden[:, t1 + 1 :]], dim=1)
+        if args:
+            return (hidden, *args[1:]), kwargs
+        return args, {**kwargs, "hidden_states": hidden}
+
+    def read(module, args, output):
+        state["out"] = (output[0] if isinstance(output, tuple) else output)[0, t2]
+
+    def g(v):
+        state["v"] = v
+        model.base_model(input_ids=torch.tensor([ids]), use_cache=False)
+        return state["out"] - (v if branch and t1 == t2 else 0)
+
+    handles = [block.register_forward_pre_hook(put, with_kwargs=True), block.register_forward_hook(read)]
+    try:
+        state["v"] = torch.zeros(D)
+        with torch.no_grad():
+            model.base_model(input_ids=torch.tensor([ids]), use_cache=False)  # records x_{t1}
+        return torch.autograd.functional.jacobian(g, state["x"])
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def rel_err(a, b):
+    """Relative Frobenius error; 0 when both are exactly zero (a token outside a sliding window)."""
+    scale = torch.linalg.norm(b)
+    return float(torch.linalg.norm(a - b) / scale) if scale > 0 else float(torch.linalg.norm(a))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_token_wise_jacobians_equal_autograd_of_the_real_model_per_pair(family):
+    model, ids = build(family)
+    for layer in (0, LAYERS - 1):
+        found = dict(token_jacobians(model, ids, layer, outputs=[0, 3, TOKENS - 1], chunk_bytes=4 * D * TOKENS * 5))
+        assert sorted(found) == [0, 3, TOKENS - 1]
+        for t2, J in found.items():
+            assert J.shape == (t2 + 1, D, D)
+            for t1 in {0, t2 // 2, t2}:
+                assert rel_err(J[t1], reference(model, ids, layer, t1, t2)) <= 1e-5, (layer, t1, t2)
+
+
+@pytest.mark.parametrize("family", ["llama", "bloom"])
+def test_a_later_token_has_no_effect(family):
+    model, ids = build(family)
+    call = block_calls(model, ids, layers=[1])[1]
+    with torch.enable_grad():
+        X = call.hidden.clone().requires_grad_(True)
+        grads = _sweep((call(X) - X)[2], X, 1 << 20)  # (d, T, d)
+    assert torch.count_nonzero(grads[:, 3:]) == 0  # exact zeros, not small numbers
+    assert torch.count_nonzero(reference(model, ids, 1, 4, 2)) == 0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_last_token_jacobians_from_the_cache_equal_the_whole_sequence_and_the_released_method(family):
+    model, ids = build(family)
+    cached = dict(last_token_jacobians(model, ids, chunk_bytes=4 * D * 7))
+    released = dict(released_last_token_jacobians(model, ids))
+    assert sorted(cached) == sorted(released) == list(range(LAYERS))
+    for layer in range(LAYERS):
+        whole = dict(token_jacobians(model, ids, layer, outputs=[TOKENS - 1]))[TOKENS - 1][-1]
+        assert rel_err(cached[layer], whole) <= 1e-5 and rel_err(released[layer], whole) <= 1e-5
+        # the branch is the whole block minus the identity
+        block = reference(model, ids, layer, TOKENS - 1, TOKENS - 1, branch=False)
+        assert rel_err(cached[layer] + torch.eye(D), block) <= 1e-5
+
+
+def test_one_token_sequences_and_bad_input():
+    model, ids = build("llama")
+    (layer, J), *_ = last_token_jacobians(model, ids[:1], layers=[0])
+    assert layer == 0 and rel_err(J, reference(model, ids[:1], 0, 0, 0)) <= 1e-5
+    with pytest.raises(ValueError, match="empty"):
+        next(last_token_jacobians(model, []))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 6\)"):
+        next(token_jacobians(model, ids, 0, outputs=[6]))
+
+
+def test_a_non_finite_jacobian_names_layer_and_tokens():
+    model, ids = build("llama")
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight[0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"non-finite Jacobian at layer 1, tokens \(5, 5\)"):
+        dict(last_token_jacobians(model, ids))
+
