@@ -1,0 +1,157 @@
+"""Transformer block coupling (paper 002): how well the top singular vectors of one Jacobian
+diagonalize another.
+
+For Jacobians ``J`` (layer l) and ``J'`` (layer l') with ``J' = U' S' V'^T``, the coupling matrix on
+the top ``K`` singular vectors is ``A = U'_K^T J V'_K`` (K x K). Metrics (functions named
+``*_miscoupling`` return a float; coupling is its negative):
+
+``paper``
+    ``||A - Diag A||_F / ||A||_F`` in [0, 1]: 0 when ``J'``'s singular vectors diagonalize ``J``.
+``released_l2`` / ``released_trace``
+    The authors' released code: ``|| |A| - diag(s_K) ||_F`` over ``||s_K||_2`` or over
+    ``sum s_K``, with ``s_K`` the top singular values of ``J`` itself. Also 0 when ``J`` and ``J'``
+    share singular vectors, but it penalises a diagonal that differs from ``J``'s spectrum too.
+
+A depth-wise matrix ``M[l, l'] = m(U_{l'}^T J^l V_{l'})`` is not symmetric; its diagonal is 0 for
+every metric (each Jacobian is diagonalized by its own singular vectors).
+"""
+
+import numpy as np
+import torch
+
+__all__ = ["METRICS", "Basis", "coupling_matrices", "depthwise_miscoupling", "layer_profile", "miscoupling",
+           "top_singular"]
+
+METRICS = ("paper", "released_l2", "released_trace")
+
+
+class Basis:
+    """Top-``K`` singular triplets of one Jacobian: ``U`` (d, K), ``s`` (K,), ``V`` (d, K)."""
+
+    __slots__ = ("U", "s", "V")
+
+    def __init__(self, U, s, V):
+        self.U, self.s, self.V = U, s, V
+
+
+def top_singular(J, K):
+    """The top-``K`` singular triplets of ``J`` (full SVD on ``J``'s device, float32 in, float64
+    accumulation left to LAPACK/cuSOLVER).
+
+    Parameters
+    ----------
+    J : (d, d) torch.Tensor
+    K : int, 1 <= K <= d
+
+    Returns
+    -------
+    Basis
+    """
+    if J.ndim != 2 or J.shape[0] != J.shape[1]:
+        raise ValueError(f"`J` must be square 2-D, got shape {tuple(J.shape)}")
+    if not 1 <= K <= J.shape[0]:
+        raise ValueError(f"K = {K} must lie in [1, d = {J.shape[0]}]")
+    U, s, Vh = torch.linalg.svd(J, full_matrices=False)
+    return Basis(U[:, :K], s[:K], Vh[:K].T)
+
+
+def coupling_matrices(J, bases):
+    """``A = U'^T J V'`` for every basis: ``(n_bases, K, K)``, on ``J``'s device."""
+    U = torch.stack([b.U for b in bases])  # (B, d, K)
+    V = torch.stack([b.V for b in bases])
+    return U.transpose(1, 2) @ J @ V
+
+
+def miscoupling(A, *, metric="paper", s=None):
+    """Mis-coupling of coupling matrices.
+
+    Parameters
+    ----------
+    A : (..., K, K) array_like
+    metric : {"paper", "released_l2", "released_trace"}
+    s : (..., K) array_like
+        Top singular values of the projected Jacobian (the released metrics only).
+
+    Returns
+    -------
+    m : ndarray of shape ``A.shape[:-2]`` (float64)
+        ``paper`` lies in [0, 1] (NaN where A = 0); the released metrics are >= 0.
+    """
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"`A` must be (..., K, K), got shape {A.shape}")
+    if metric == "paper":
+        off = A.copy()
+        idx = np.arange(A.shape[-1])
+        off[..., idx, idx] = 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.linalg.norm(off, axis=(-2, -1)) / np.linalg.norm(A, axis=(-2, -1))
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; choose one of {METRICS}")
+    if s is None:
+        raise ValueError(f"metric {metric!r} needs `s`, the projected Jacobian's top singular values")
+    s = np.asarray(s, dtype=np.float64)
+    diff = np.linalg.norm(np.abs(A) - s[..., :, None] * np.eye(A.shape[-1]), axis=(-2, -1))
+    scale = np.linalg.norm(s, axis=-1) if metric == "released_l2" else s.sum(axis=-1)
+    return diff / scale
+
+
+def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, progress=None):
+    """Depth-wise mis-coupling matrices of one prompt, streaming one Jacobian at a time.
+
+    Two passes over the layers: the first takes each Jacobian's top-``max(Ks)`` singular
+    triplets, the second projects each Jacobian on every layer's basis. Only the bases
+    (``L x d x K`` per side) are held between passes, never all Jacobians.
+
+    Parameters
+    ----------
+    jacobian : callable
+        ``jacobian(layer) -> (d, d) torch.Tensor``; called twice per layer.
+    n_layers : int
+    Ks : sequence of int
+        Subspace sizes; each ``A`` at ``K`` is the top-left block of ``A`` at ``max(Ks)``.
+    metrics : sequence of str
+    progress : callable, optional
+        Wraps each pass's layer iterator.
+
+    Returns
+    -------
+    result : dict
+        ``miscoupling`` (n_metrics, n_K, L, L) float64, ``M[m, k, l, l']`` for ``J^l`` on layer
+        ``l'``'s basis; ``singular_values`` (L, max K); ``abs_coupling`` (L, L, K, K) float32,
+        ``|A|`` at ``max(Ks)`` for the figures.
+    """
+    Ks = sorted(set(int(k) for k in Ks))
+    layers = range(n_layers)
+    wrap = progress or (lambda it: it)
+    bases = [top_singular(jacobian(l), Ks[-1]) for l in wrap(layers)]
+    A = np.empty((n_layers, n_layers, Ks[-1], Ks[-1]))
+    for l in wrap(layers):
+        A[l] = coupling_matrices(jacobian(l), bases).double().cpu().numpy()
+    s = np.stack([b.s.double().cpu().numpy() for b in bases])  # (L, K)
+    out = np.empty((len(metrics), len(Ks), n_layers, n_layers))
+    for i, metric in enumerate(metrics):
+        for j, K in enumerate(Ks):
+            out[i, j] = miscoupling(A[..., :K, :K], metric=metric, s=s[:, None, :K])
+    return {"miscoupling": out, "singular_values": s, "abs_coupling": np.abs(A).astype(np.float32)}
+
+
+def layer_profile(M):
+    """How much each layer is coupled with all the others (paper Fig. 15): for each ``l`` the mean
+    of ``M[l, l']`` and ``M[l', l]`` over ``l' != l``.
+
+    Parameters
+    ----------
+    M : (..., L, L) array_like
+
+    Returns
+    -------
+    (..., L) ndarray
+    """
+    M = np.asarray(M, dtype=np.float64)
+    L = M.shape[-1]
+    if L < 2:
+        raise ValueError(f"need at least 2 layers, got {L}")
+    both = M + np.swapaxes(M, -1, -2)
+    diagonal = np.diagonal(both, axis1=-2, axis2=-1)
+    return (both.sum(axis=-1) - diagonal) / (2 * (L - 1))
