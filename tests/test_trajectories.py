@@ -1,0 +1,94 @@
+import numpy as np
+import pytest
+import torch
+import transformers as T
+
+from crosslayer.trajectories import expodistance, line_shape_score, record_trajectories, trajectory_pca, windowed
+
+torch.set_num_threads(1)
+T.logging.set_verbosity_error()
+
+D, LAYERS, VOCAB = 32, 3, 101
+
+# family -> (config, the final norm applied after the last block)
+FAMILIES = {
+    "gpt_neox": (lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                         intermediate_size=64, vocab_size=VOCAB), lambda m: m.gpt_neox.final_layer_norm),
+    "llama": (lambda: T.LlamaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
+                                    num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB), lambda m: m.model.norm),
+    "bloom": (lambda: T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=4, vocab_size=VOCAB),
+              lambda m: m.transformer.ln_f),
+    "gpt2": (lambda: T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=4, vocab_size=VOCAB, n_positions=32),
+             lambda m: m.transformer.ln_f),
+}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_hooked_trajectory_equals_hidden_states_before_the_final_norm(family):
+    torch.manual_seed(0)
+    config, final_norm = FAMILIES[family]
+    model = T.AutoModelForCausalLM.from_config(config()).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    ids = [5, 17, 3, 99, 42, 8]
+    traj = record_trajectories(model, ids)
+    assert traj.shape == (LAYERS + 1, len(ids), D) and traj.dtype == np.float32
+    with torch.no_grad():
+        hidden = model.base_model(input_ids=torch.tensor([ids]), output_hidden_states=True).hidden_states
+        np.testing.assert_allclose(traj[:LAYERS], torch.stack(hidden[:LAYERS])[:, 0].numpy(), rtol=1e-6, atol=1e-6)
+        last = torch.from_numpy(traj[LAYERS])
+        assert not torch.allclose(last, hidden[LAYERS][0], atol=1e-3)  # hidden_states[L] is after the norm
+        torch.testing.assert_close(final_norm(model)(last), hidden[LAYERS][0], rtol=1e-5, atol=1e-5)
+
+
+def test_line_shape_score_is_one_exactly_for_collinear_trajectories():
+    rng = np.random.default_rng(0)
+    x0, v = rng.standard_normal(8), rng.standard_normal(8)
+    collinear = x0 + np.cumsum([0, 0.5, 2.0, 0.1, 7.0])[:, None] * v  # steps of any length, one direction
+    assert line_shape_score(collinear) == pytest.approx(1.0, abs=1e-12)
+    back = x0 + np.array([0, 1.0, 0.0, 1.0])[:, None] * v  # collinear but reversing: 3 / 1
+    assert line_shape_score(back) == pytest.approx(3.0)
+    random = rng.standard_normal((12, 40, 8))  # (states, tokens, d)
+    lss = line_shape_score(random)
+    assert lss.shape == (40,) and (lss > 1).all()
+    assert np.isnan(line_shape_score(np.stack([x0, x0, x0 + v])))  # a zero step
+
+
+def test_expodistance_is_zero_exactly_for_geometric_growth():
+    rng = np.random.default_rng(1)
+    x0 = rng.standard_normal((5, 8))  # 5 tokens
+    Q = np.linalg.qr(rng.standard_normal((8, 8)))[0]  # direction may turn: only norms matter
+    geometric = np.stack([1.3**l * (x0 @ np.linalg.matrix_power(Q, l)) for l in range(7)])
+    assert np.allclose(expodistance(geometric), 0.0, atol=1e-20)
+    norms = np.array([1.0, 2.0, 3.0, 9.0])  # alpha = ln 2, ln 1.5, ln 3
+    alpha = np.log([2.0, 1.5, 3.0])
+    traj = norms[:, None] * np.eye(3)[0]
+    assert expodistance(traj) == pytest.approx(alpha.var(ddof=0) / alpha.mean() ** 2)
+    with pytest.raises(ValueError, match="at least 3 states"):
+        expodistance(traj[:2])
+
+
+def test_windows_are_centred_and_nan_where_they_do_not_fit():
+    rng = np.random.default_rng(2)
+    traj = rng.standard_normal((9, 4, 6))
+    lss = windowed(line_shape_score, traj, width=5)
+    assert lss.shape == (9, 4)
+    assert np.isnan(lss[[0, 1, 7, 8]]).all()
+    np.testing.assert_allclose(lss[4], line_shape_score(traj[2:7]))
+    np.testing.assert_allclose(windowed(expodistance, traj, width=3)[1], expodistance(traj[:3]))
+    with pytest.raises(ValueError, match="odd"):
+        windowed(line_shape_score, traj, width=4)
+
+
+def test_pca_agrees_with_the_covariance_eigenvectors():
+    rng = np.random.default_rng(3)
+    traj = rng.standard_normal((5, 7, 6)) * np.array([5, 3, 1, 0.5, 0.2, 0.1])
+    coords, explained = trajectory_pca(traj)
+    X = traj.reshape(-1, 6)
+    w, V = np.linalg.eigh(np.cov(X.T, bias=True))
+    assert np.allclose(explained, w[::-1][:2] / w.sum())
+    for c in range(2):  # same axis up to sign
+        expected = (X - X.mean(0)) @ V[:, -1 - c]
+        got = coords[..., c].ravel()
+        assert np.allclose(np.abs(got @ expected), np.linalg.norm(got) * np.linalg.norm(expected))
