@@ -143,3 +143,15 @@ def test_a_non_finite_jacobian_names_layer_and_tokens():
     with pytest.raises(ValueError, match=r"non-finite Jacobian at layer 1, tokens \(5, 5\)"):
         dict(last_token_jacobians(model, ids))
 
+
+
+def test_bench_coupling_prints_a_row_per_layer_and_length(capsys):
+    from crosslayer.bench import main
+
+    main(["coupling", "--dims", "64", "--tokens", "4", "--released-rows", "8"])
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line.split() for line in lines if line.split()[:1] == ["layer"])
+    rows = [line.split() for line in lines if line.split()[:1] in (["llama"], ["gpt_neox"])]
+    assert [r[:3] for r in rows] == [["llama", "64", "4"], ["gpt_neox", "64", "4"]]
+    assert all(len(r) == len(header) for r in rows)
+    assert all(float(r[header.index(c)]) < 1e-5 for r in rows for c in ("err", "err_tok"))

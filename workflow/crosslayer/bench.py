@@ -17,6 +17,13 @@
 ``topology`` seconds per snapshot of the activation-correlation topology (paper 004) on seeded
             factor-model data: correlation matrix, top-k graph, signed Leiden CPM, and the
             alternatives Leiden modularity and InfoMap; peak RSS.
+``coupling`` seconds per prompt of paper 002's Jacobians on a Llama-style and a GPT-NeoX-style
+            layer of width d, prompts of T tokens: depth-wise (the last token's J_TT) by the
+            released code's method (one backward pass per row of the identity, through the block
+            on the whole prompt) vs ours (one batched sweep of the last token against its cached
+            context; computed twice, as the coupling stage's two passes do), each with the SVD;
+            token-wise (J_{t1 t2} for all t1 <= t2) by autograd per pair vs one sweep per output
+            token; relative error vs the reference; peak RSS.
 ``permutation`` seconds of the paper-004 permutation tests, batched vs a per-permutation loop
             (boundary coupling: Cohen's d of 2 x 10% of d units; Spearman: 31 layer pairs), and
             of one layer's statistics (mesoscale test with 100 random partitions + boundary
@@ -305,6 +312,68 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
             model = block = fn = J = ref = None  # free before the next size (del would confuse pyflakes)
 
 
+def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_neox"), threads=None,
+                   released_rows=128, pairs=2):
+    """Print seconds per layer and prompt: depth-wise J_TT (released row-by-row vs our cached
+    sweep) with the SVD, and token-wise J_{t1 t2} (per-pair autograd vs one sweep per t2)."""
+    import torch
+
+    from crosslayer.coupling import top_singular
+    from crosslayer.token_jacobians import block_calls, last_token_jacobians, token_jacobians
+
+    if threads:
+        torch.set_num_threads(threads)
+    print(f"paper-002 Jacobians, seconds per layer and prompt on {torch.get_num_threads()} threads, one run each")
+    print("released = one autograd.grad per row of the identity through the block on all T tokens (timed on "
+          f"{released_rows} rows, scaled to d: the loop is linear in rows); ours = last token vs its cached context, "
+          "one batched sweep, x2 for the coupling stage's two passes; svd = full SVD of J; depth_x = (released + svd) "
+          f"/ (2 ours + svd). token-wise: autograd.functional.jacobian per pair (timed on {pairs} pairs, scaled to "
+          "T(T+1)/2) vs one sweep per output token; err = relative Frobenius error vs the reference")
+    print(f"{'layer':<9} {'d':>5} {'T':>3} {'released':>9} {'ours':>7} {'svd':>6} {'depth_x':>8} {'err':>8}"
+          f" {'per-pair':>9} {'sweeps':>8} {'token_x':>8} {'err_tok':>8} {'RSS':>6}")
+    for style in styles:
+        for d in dims:
+            model = _jacobian_layer(style, d)
+            for T in tokens:
+                ids = torch.randint(0, 8, (T,), generator=torch.Generator().manual_seed(T)).tolist()
+                t_ours, ((_, J),) = _timed(lambda: list(last_token_jacobians(model, ids)), 2)
+                call = block_calls(model, ids)[0]
+                rows = min(d, released_rows)
+
+                def released():
+                    X = call.hidden.clone().requires_grad_(True)
+                    with torch.enable_grad():
+                        out = call(X)[-1]
+                        return torch.stack([torch.autograd.grad(out[i], X, retain_graph=True)[0][-1]
+                                            for i in range(rows)])
+
+                t_rel, ref = _timed(released, 1)
+                t_rel *= d / rows
+                err = float(torch.linalg.norm(J[:rows] + torch.eye(d)[:rows] - ref) / torch.linalg.norm(ref))
+                t_svd, _ = _timed(lambda: top_singular(J, 50), 1)
+                t_sweep, found = _timed(lambda: dict(token_jacobians(model, ids, 0)), 1)
+                picked = [(0, T - 1), (T // 2, T - 1)][:pairs]
+
+                def per_pair():
+                    out = []
+                    for t1, t2 in picked:
+                        def g(v, t1=t1, t2=t2):
+                            X = torch.cat([call.hidden[:t1], v[None], call.hidden[t1 + 1 :]])
+                            return call(X)[t2] - (v if t1 == t2 else 0)
+                        out.append(torch.autograd.functional.jacobian(g, call.hidden[t1]))
+                    return out
+
+                t_pair, refs = _timed(per_pair, 1)
+                t_pairs = t_pair / len(picked) * T * (T + 1) / 2
+                err_tok = max(float(torch.linalg.norm(found[t2][t1] - r) / torch.linalg.norm(r))
+                              for (t1, t2), r in zip(picked, refs))
+                depth_x = (t_rel + t_svd) / (2 * t_ours + t_svd)
+                print(f"{style:<9} {d:>5} {T:>3} {t_rel:>9.3f} {2 * t_ours:>7.3f} {t_svd:>6.3f} {depth_x:>7.1f}x"
+                      f" {err:>8.1e} {t_pairs:>9.2f} {t_sweep:>8.3f} {t_pairs / t_sweep:>7.1f}x {err_tok:>8.1e}"
+                      f" {_peak_rss_mib():>6.0f}")
+            model = None
+
+
 def _factor_snapshot(N, d, rng, n_factors=32):
     """(N, d) float32 snapshot: every unit loads (random sign) on one of ``n_factors`` latent
     factors, plus a weak shared low-rank mix of all factors and unit noise."""
@@ -443,6 +512,12 @@ def main(argv=None):
     top.add_argument("--samples", type=int, default=1000)
     top.add_argument("--k", type=int, default=10)
     top.add_argument("--threads", type=int, default=None)
+    cpl = sub.add_parser("coupling")
+    cpl.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
+    cpl.add_argument("--tokens", type=int, nargs="+", default=[8, 32])
+    cpl.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
+    cpl.add_argument("--threads", type=int, default=None)
+    cpl.add_argument("--released-rows", type=int, default=128, help="rows of the released loop timed (scaled to d)")
     perm = sub.add_parser("permutation")
     perm.add_argument("--sizes", type=int, nargs="+", default=[576, 1024, 4096])
     perm.add_argument("--n-permutations", type=int, default=5000)
@@ -460,6 +535,9 @@ def main(argv=None):
                        quick=args.quick)
     if args.what == "topology":
         bench_topology(dims=args.dims, samples=args.samples, k=args.k, threads=args.threads)
+    if args.what == "coupling":
+        bench_coupling(dims=args.dims, tokens=args.tokens, styles=args.styles, threads=args.threads,
+                       released_rows=args.released_rows)
     if args.what == "permutation":
         bench_permutation(sizes=args.sizes, n_permutations=args.n_permutations, repeat=args.repeat,
                           communities=args.communities)
