@@ -70,6 +70,9 @@ def test_depthwise_matches_an_independent_float64_computation():
                 assert np.allclose(M[:, j, l, lp], expected, atol=1e-5)
     assert np.allclose(result["singular_values"], np.stack([s[1][:5] for s in svd]), rtol=1e-5)
     assert result["abs_coupling"].shape == (L, L, 5, 5) and (result["abs_coupling"] >= 0).all()
+    calls.clear()  # Jacobians that fit in hold_bytes are computed once, with the same result
+    held = depthwise_miscoupling(lambda l: calls.append(l) or J[l], L, Ks, hold_bytes=L * d * d * 4)
+    assert calls == list(range(L)) and np.array_equal(held["miscoupling"], M)
 
 
 def test_layer_profile_and_bad_input():

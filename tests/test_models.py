@@ -9,33 +9,23 @@ from safetensors.torch import load_file, save_file
 
 from crosslayer.errors import CheckpointError
 from crosslayer.models import load_model
+from tiny_families import D, tiny_model
 
 T.logging.set_verbosity_error()
 
-D, LAYERS, HEADS, VOCAB = 32, 3, 4, 101
-
-# family -> (model built from its transformers config, a tensor of layer 1 that drops out)
+# family -> a tensor of layer 1 that drops out
 FAMILIES = {
-    "gpt_neox": (lambda: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(
-        hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=64,
-        vocab_size=VOCAB)), "gpt_neox.layers.1.attention.dense.weight"),
-    "llama": (lambda: T.LlamaForCausalLM(T.LlamaConfig(
-        hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-        intermediate_size=64, vocab_size=VOCAB, tie_word_embeddings=True)), "model.layers.1.input_layernorm.weight"),
-    "olmo2": (lambda: T.Olmo2ForCausalLM(T.Olmo2Config(
-        hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-        intermediate_size=64, vocab_size=VOCAB)), "model.layers.1.self_attn.k_norm.weight"),
-    "bloom": (lambda: T.BloomForCausalLM(T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS,
-                                                       vocab_size=VOCAB)), "transformer.h.1.mlp.dense_4h_to_h.bias"),
-    "gpt2": (lambda: T.GPT2LMHeadModel(T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB,
-                                                    n_positions=64)), "transformer.h.1.ln_1.weight"),
+    "gpt_neox": "gpt_neox.layers.1.attention.dense.weight",
+    "llama": "model.layers.1.input_layernorm.weight",  # with a tied LM head
+    "olmo2": "model.layers.1.self_attn.k_norm.weight",
+    "bloom": "transformer.h.1.mlp.dense_4h_to_h.bias",
+    "gpt2": "transformer.h.1.ln_1.weight",
 }
 
 
 def save(family, path, edit=None):
     """Save a seeded tiny model of `family` to `path`, then let `edit(tensors)` change its weights."""
-    torch.manual_seed(0)
-    model = FAMILIES[family][0]()
+    model = tiny_model(family, eager=False)
     model.save_pretrained(path)
     if edit is not None:
         tensors = load_file(path / "model.safetensors")
@@ -60,7 +50,7 @@ def test_an_intact_checkpoint_loads_exactly(tmp_path, family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_missing_tensor_is_refused_by_name(tmp_path, family):
-    dropped = FAMILIES[family][1]
+    dropped = FAMILIES[family]
     save(family, tmp_path, edit=lambda t: t.pop(dropped))
     with pytest.raises(CheckpointError) as caught:
         load_model(manifest(tmp_path))
@@ -77,7 +67,7 @@ def test_an_unexpected_tensor_is_refused_by_name(tmp_path, family):
 
 
 def test_a_tensor_of_another_shape_is_refused(tmp_path):
-    key = FAMILIES["gpt_neox"][1]
+    key = FAMILIES["gpt_neox"]
     save("gpt_neox", tmp_path, edit=lambda t: t.update({key: torch.zeros(D, D + 1)}))
     shapes = rf"of another shape .*'{key}' \(32, 33\) vs \(32, 32\)"
     with pytest.raises(CheckpointError, match=r"model 'm' revision 'step7'.*" + shapes):

@@ -14,34 +14,17 @@ from crosslayer.token_jacobians import (
     released_last_token_jacobians,
     token_jacobians,
 )
+from tiny_families import CONFIGS, D, LAYERS, VOCAB, tiny_model
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
 
-D, LAYERS, HEADS, VOCAB, TOKENS = 32, 3, 4, 101, 6
-
-FAMILIES = {
-    "gpt_neox": lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                        intermediate_size=64, vocab_size=VOCAB, rotary_pct=0.5),
-    "gpt_neox_sequential": lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                                   intermediate_size=64, vocab_size=VOCAB, use_parallel_residual=False),
-    "llama": lambda: T.LlamaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB),
-    "olmo2": lambda: T.Olmo2Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB),
-    "olmo3": lambda: T.Olmo3Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
-                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB, sliding_window=4,
-                                   layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
-    "bloom": lambda: T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
-    "gpt2": lambda: T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB, n_positions=64),
-}
+TOKENS = 6
+FAMILIES = list(CONFIGS)
 
 
 def build(family, seed=0):
-    torch.manual_seed(seed)
-    config = FAMILIES[family]()
-    config._attn_implementation = "eager"
-    model = T.AutoModelForCausalLM.from_config(config).eval()
+    model = tiny_model(family, seed=seed)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))  # norm gains away from 1, biases away from 0

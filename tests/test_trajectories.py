@@ -4,30 +4,24 @@ import torch
 import transformers as T
 
 from crosslayer.trajectories import expodistance, line_shape_score, record_trajectories, trajectory_pca, windowed
+from tiny_families import D, LAYERS, tiny_model
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
 
-D, LAYERS, VOCAB = 32, 3, 101
-
-# family -> (config, the final norm applied after the last block)
-FAMILIES = {
-    "gpt_neox": (lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
-                                         intermediate_size=64, vocab_size=VOCAB), lambda m: m.gpt_neox.final_layer_norm),
-    "llama": (lambda: T.LlamaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=4,
-                                    num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB), lambda m: m.model.norm),
-    "bloom": (lambda: T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=4, vocab_size=VOCAB),
-              lambda m: m.transformer.ln_f),
-    "gpt2": (lambda: T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=4, vocab_size=VOCAB, n_positions=32),
-             lambda m: m.transformer.ln_f),
+# family -> the final norm applied after the last block
+FINAL_NORM = {
+    "gpt_neox": lambda m: m.gpt_neox.final_layer_norm,
+    "llama": lambda m: m.model.norm,
+    "olmo2": lambda m: m.model.norm,
+    "bloom": lambda m: m.transformer.ln_f,
+    "gpt2": lambda m: m.transformer.ln_f,
 }
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", FINAL_NORM)
 def test_hooked_trajectory_equals_hidden_states_before_the_final_norm(family):
-    torch.manual_seed(0)
-    config, final_norm = FAMILIES[family]
-    model = T.AutoModelForCausalLM.from_config(config()).eval()
+    model, final_norm = tiny_model(family, eager=False), FINAL_NORM[family]
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.2 * torch.randn_like(p))

@@ -327,10 +327,11 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
     print("released = one autograd.grad per row of the identity through the block on all T tokens (timed on "
           f"{released_rows} rows, scaled to d: the loop is linear in rows); ours = last token vs its cached context, "
           "one batched sweep, x2 for the coupling stage's two passes; svd = full SVD of J; depth_x = (released + svd) "
-          f"/ (2 ours + svd). token-wise: autograd.functional.jacobian per pair (timed on {pairs} pairs, scaled to "
+          "/ (2 ours + svd); held_x = the same with the Jacobians held between the passes (hold_bytes), i.e. "
+          f"/ (ours / 2 + svd). token-wise: autograd.functional.jacobian per pair (timed on {pairs} pairs, scaled to "
           "T(T+1)/2) vs one sweep per output token; err = relative Frobenius error vs the reference")
-    print(f"{'layer':<9} {'d':>5} {'T':>3} {'released':>9} {'ours':>7} {'svd':>6} {'depth_x':>8} {'err':>8}"
-          f" {'per-pair':>9} {'sweeps':>8} {'token_x':>8} {'err_tok':>8} {'RSS':>6}")
+    print(f"{'layer':<9} {'d':>5} {'T':>3} {'released':>9} {'ours':>7} {'svd':>6} {'depth_x':>8} {'held_x':>7}"
+          f" {'err':>8} {'per-pair':>9} {'sweeps':>8} {'token_x':>8} {'err_tok':>8} {'RSS':>6}")
     for style in styles:
         for d in dims:
             model = _jacobian_layer(style, d)
@@ -368,7 +369,9 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
                 err_tok = max(float(torch.linalg.norm(found[t2][t1] - r) / torch.linalg.norm(r))
                               for (t1, t2), r in zip(picked, refs))
                 depth_x = (t_rel + t_svd) / (2 * t_ours + t_svd)
+                held_x = (t_rel + t_svd) / (t_ours + t_svd)
                 print(f"{style:<9} {d:>5} {T:>3} {t_rel:>9.3f} {2 * t_ours:>7.3f} {t_svd:>6.3f} {depth_x:>7.1f}x"
+                      f" {held_x:>6.1f}x"
                       f" {err:>8.1e} {t_pairs:>9.2f} {t_sweep:>8.3f} {t_pairs / t_sweep:>7.1f}x {err_tok:>8.1e}"
                       f" {_peak_rss_mib():>6.0f}")
             model = None

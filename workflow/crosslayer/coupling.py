@@ -96,12 +96,13 @@ def miscoupling(A, *, metric="paper", s=None):
     return diff / scale
 
 
-def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, progress=None):
+def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, hold_bytes=0, progress=None):
     """Depth-wise mis-coupling matrices of one prompt, streaming one Jacobian at a time.
 
     Two passes over the layers: the first takes each Jacobian's top-``max(Ks)`` singular
     triplets, the second projects each Jacobian on every layer's basis. Only the bases
-    (``L x d x K`` per side) are held between passes, never all Jacobians.
+    (``L x d x K`` per side) are held between passes; the Jacobians are computed again, unless
+    all of them fit in `hold_bytes`.
 
     Parameters
     ----------
@@ -111,6 +112,9 @@ def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, progress=N
     Ks : sequence of int
         Subspace sizes; each ``A`` at ``K`` is the top-left block of ``A`` at ``max(Ks)``.
     metrics : sequence of str
+    hold_bytes : int, default=0
+        Keep the first pass's Jacobians (where they were computed) when ``L * d^2`` of them fit
+        in this many bytes, and skip the second computation.
     progress : callable, optional
         Wraps each pass's layer iterator.
 
@@ -124,10 +128,15 @@ def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, progress=N
     Ks = sorted(set(int(k) for k in Ks))
     layers = range(n_layers)
     wrap = progress or (lambda it: it)
-    bases = [top_singular(jacobian(l), Ks[-1]) for l in wrap(layers)]
+    held, bases = {}, []
+    for l in wrap(layers):
+        J = jacobian(l)
+        if n_layers * J.numel() * J.element_size() <= hold_bytes:
+            held[l] = J
+        bases.append(top_singular(J, Ks[-1]))
     A = np.empty((n_layers, n_layers, Ks[-1], Ks[-1]))
     for l in wrap(layers):
-        A[l] = coupling_matrices(jacobian(l), bases).double().cpu().numpy()
+        A[l] = coupling_matrices(held.pop(l) if l in held else jacobian(l), bases).double().cpu().numpy()
     s = np.stack([b.s.double().cpu().numpy() for b in bases])  # (L, K)
     out = np.empty((len(metrics), len(Ks), n_layers, n_layers))
     for i, metric in enumerate(metrics):
