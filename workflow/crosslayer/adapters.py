@@ -39,11 +39,14 @@ import torch
 from crosslayer.errors import CheckpointError
 
 __all__ = [
-    "SUPPORTED_MODEL_TYPES", "BlockParts", "Geometry", "NormParts", "WeightReader", "adapter_for",
+    "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "Geometry", "NormParts", "WeightReader", "adapter_for",
     "open_checkpoint", "read_geometry",
 ]
 
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
+#: (shard index, single file) per weight format, in the order they are looked for.
+WEIGHT_FILES = (("model.safetensors.index.json", "model.safetensors"),
+                ("pytorch_model.bin.index.json", "pytorch_model.bin"))
 
 
 @dataclass(frozen=True)
@@ -643,8 +646,7 @@ class _TensorStore:
     def __init__(self, directory, *, context):
         self.directory, self.context = Path(directory), context
         self._open: dict[str, object] = {}
-        for index, single in (("model.safetensors.index.json", "model.safetensors"),
-                              ("pytorch_model.bin.index.json", "pytorch_model.bin")):
+        for index, single in WEIGHT_FILES:
             if (self.directory / index).is_file():
                 self.source = index  # named in "not found" errors
                 try:

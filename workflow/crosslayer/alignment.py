@@ -77,7 +77,7 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
         if gap < gap_tol:
             M = mlp_product(up, down, dtype=torch.float64)
             U, s, V = top_singular_subspaces(M.cpu().numpy(), k, method=method, seed=layer)
-        _check_rank(s, k, M, up, layer)
+        _check_rank(s, k, layer, size=max(up.shape), dtype=M.dtype)
         left.append(U)
         right.append(V)
         svals.append(s)
@@ -97,10 +97,10 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
     }
 
 
-def _check_rank(s, k, M, up, layer):
+def _check_rank(s, k, layer, *, size, dtype):
     """Refuse a top-k subspace that holds rounding noise: the k-th singular value must lie above
     numpy's rank tolerance ``s_1 * max(d, d_ff) * eps`` of the product's dtype."""
-    tol = s[0] * max(up.shape) * torch.finfo(M.dtype).eps
+    tol = s[0] * size * torch.finfo(dtype).eps
     if not s[k - 1] > tol:
         rank = int((s > tol).sum())
         raise ValueError(

@@ -12,15 +12,13 @@ from pathlib import Path
 
 import torch
 
-from crosslayer.adapters import adapter_for
+from crosslayer.adapters import WEIGHT_FILES, adapter_for
 from crosslayer.errors import CheckpointError
 
 __all__ = ["TOKENIZER_FILES", "load_model", "weight_file"]
 
 #: A checkpoint has a tokenizer when it holds one of these (fast, sentencepiece, BPE or WordPiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
-_WEIGHT_FILES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json",
-                 "pytorch_model.bin")
 _SHOWN = 5  # tensor names listed in a message
 
 
@@ -28,7 +26,8 @@ def weight_file(path):
     """The checkpoint's weight file (or shard index) as named in errors: the first that exists
     of model.safetensors[.index.json], pytorch_model.bin[.index.json]; else the directory."""
     path = Path(path)
-    return next((str(path / name) for name in _WEIGHT_FILES if (path / name).is_file()), str(path))
+    names = [name for pair in WEIGHT_FILES for name in pair]  # the order the tensor store looks in
+    return next((str(path / name) for name in names if (path / name).is_file()), str(path))
 
 
 def load_model(manifest, *, device="cpu", tokenizer=True):
