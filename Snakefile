@@ -1,5 +1,6 @@
 # crosslayer: cross-layer geometry of transformer language models.
-# Stages: checkpoints -> weights -> alignment; activations -> Jacobians -> spectra; correlation
+# Stages: checkpoints -> weights -> alignment; prompts -> block Jacobians -> coupling, trajectories;
+# activations -> Jacobians -> spectra; correlation
 # graphs -> communities -> statistics; tables and figures -> report.
 from pathlib import Path
 
@@ -21,6 +22,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/checkpoints.smk"
 include: "workflow/rules/alignment.smk"
+include: "workflow/rules/coupling.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/topology.smk"
 

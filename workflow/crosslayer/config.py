@@ -6,7 +6,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 """
 
 __all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
-           "check_model_sizes"]
+           "check_model_sizes", "read_scores"]
 
 
 def _explicit(model_cfg):
@@ -153,6 +153,12 @@ def check_config(config, sizes=None):
     if dynamics["activate"] and bounds is not None and bounds[0] > bounds[1]:
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must be [end of early, start of late] in increasing "
                          "order")
+    coupling = config["coupling"]
+    if coupling["activate"]:
+        if coupling["window"] % 2 == 0:
+            raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
+        if coupling["scores"]:
+            read_scores(coupling["scores"], models=config["models"])
     known = dict(sizes or {})
     for name, cfg in config["models"].items():
         if cfg["source"] == "train":
@@ -184,6 +190,47 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
     for key, value in checks:
         if value >= d_model:
             raise ValueError(f"{key}: {value} must be smaller than d_model of {where}")
+    coupling = config["coupling"]
+    if coupling["activate"]:
+        if max(coupling["Ks"]) > d_model:
+            raise ValueError(f"coupling.Ks: {coupling['Ks']} must not exceed d_model of {where}")
+        pairs = [pair for pair in coupling["token_wise"]["layer_pairs"] if max(pair) >= n_layers]
+        if pairs and coupling["token_wise"]["prompts"]:
+            raise ValueError(f"coupling.token_wise.layer_pairs: {pairs} must be layers below {n_layers} of {where}")
+        if coupling["window"] > n_layers + 1:
+            raise ValueError(f"coupling.window: {coupling['window']} is longer than the {n_layers + 1} states of a "
+                             f"trajectory of {where}")
     bounds = config["dynamics"]["regime_boundaries"]
     if config["dynamics"]["activate"] and bounds is not None and bounds[1] > n_layers:
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")
+
+
+def read_scores(path, *, models):
+    """``{model: score}`` from a benchmark CSV with columns ``model`` and ``score``; every model in
+    `models` must have a finite numeric score (other rows are ignored)."""
+    import csv
+    import math
+
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except OSError as err:
+        raise ValueError(f"coupling.scores: cannot read {path}: {err.strerror}") from None
+    if not rows or not {"model", "score"} <= set(rows[0]):
+        raise ValueError(f"coupling.scores: {path} needs a header with columns model,score")
+    scores = {}
+    for line, row in enumerate(rows, start=2):
+        if row["model"] in models:
+            try:
+                value = float(row["score"])
+            except (TypeError, ValueError):
+                value = math.nan
+            if not math.isfinite(value):
+                raise ValueError(f"coupling.scores: {path} line {line}: score {row['score']!r} of model "
+                                 f"{row['model']!r} is not a number")
+            scores[row["model"]] = value
+    missing = [m for m in models if m not in scores]
+    if missing:
+        raise ValueError(f"coupling.scores: {path} has no score for model(s) {missing}; add a row per configured "
+                         "model (column model holds the id used under models:)")
+    return scores

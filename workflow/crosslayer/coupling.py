@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 __all__ = ["METRICS", "Basis", "coupling_matrices", "depthwise_miscoupling", "layer_profile", "miscoupling",
-           "top_singular"]
+           "tokenwise_miscoupling", "top_singular"]
 
 METRICS = ("paper", "released_l2", "released_trace")
 
@@ -138,11 +138,93 @@ def depthwise_miscoupling(jacobian, n_layers, Ks, *, metrics=METRICS, hold_bytes
     for l in wrap(layers):
         A[l] = coupling_matrices(held.pop(l) if l in held else jacobian(l), bases).double().cpu().numpy()
     s = np.stack([b.s.double().cpu().numpy() for b in bases])  # (L, K)
-    out = np.empty((len(metrics), len(Ks), n_layers, n_layers))
-    for i, metric in enumerate(metrics):
-        for j, K in enumerate(Ks):
-            out[i, j] = miscoupling(A[..., :K, :K], metric=metric, s=s[:, None, :K])
+    out = _all_miscouplings(A, s[:, None], Ks, metrics)
     return {"miscoupling": out, "singular_values": s, "abs_coupling": np.abs(A).astype(np.float32)}
+
+
+def _all_miscouplings(A, s, Ks, metrics):
+    """(n_metrics, n_K, *A.shape[:-2]) mis-couplings of coupling matrices at every K."""
+    return np.stack([np.stack([miscoupling(A[..., :K, :K], metric=metric, s=s[..., :K]) for K in Ks])
+                     for metric in metrics])
+
+
+def tokenwise_miscoupling(sweep, sweep_basis, n_tokens, Ks, *, metrics=METRICS, figure_K=None, hold_bytes=0):
+    """Token-wise mis-coupling of two layers ``l`` (projected) and ``l'`` (bases) on one prompt.
+
+    For every pair ``t1 <= t2`` the Jacobian ``J^l_{t1 t2}`` is projected on the top singular
+    vectors of ``J^{l'}``:
+
+    * self coupling: ``J^l_{tt}`` on ``J^{l'}_{t't'}``, every ``t, t'``;
+    * fixed input token: ``J^l_{t1 t2}`` on ``J^{l'}_{t1 t2'}``, every ``t2, t2' >= t1``;
+    * fixed output token: ``J^l_{t1 t2}`` on ``J^{l'}_{t1' t2}``, every ``t1, t1' <= t2``.
+
+    Two passes like :func:`depthwise_miscoupling`: the first keeps the top-``max(Ks)`` bases of
+    ``l'``, the second projects ``l``; one output token's Jacobians are held at a time unless
+    all of them fit in `hold_bytes`.
+
+    Parameters
+    ----------
+    sweep, sweep_basis : callable
+        ``sweep() -> iterator of (t2, (t2 + 1, d, d) tensor)`` for layers ``l`` and ``l'``, every
+        ``t2`` in ``0 .. n_tokens - 1`` in order (:func:`crosslayer.token_jacobians.token_jacobians`).
+        The same callable twice when ``l = l'``.
+    n_tokens : int
+    Ks : sequence of int
+    metrics : sequence of str
+    figure_K : int, optional
+        Size of the ``|A|`` blocks returned for figures (default ``min(Ks)``).
+    hold_bytes : int
+
+    Returns
+    -------
+    result : dict
+        ``self`` (n_metrics, n_K, T, T) ``[t, t']``; ``fixed_input`` (n_metrics, n_K, T, T, T)
+        ``[t1, t2, t2']``; ``fixed_output`` (n_metrics, n_K, T, T, T) ``[t2, t1, t1']``, NaN where
+        a token pair does not exist (``t1 > t2``). ``abs_self`` (T, T, k, k), ``abs_fixed_input``
+        ``[t2, t2']`` at ``t1 = 0`` and ``abs_fixed_output`` ``[t1, t1']`` at ``t2 = T - 1``, both
+        (T, T, k, k), ``|A|`` at ``k = figure_K`` (zero where the pair does not exist).
+    """
+    Ks = sorted(set(int(k) for k in Ks))
+    T, Kmax, k = n_tokens, Ks[-1], figure_K or Ks[0]
+    held = {}
+
+    def jacobians(source, keep):
+        count = 0
+        for t2, J in source():
+            count += 1
+            if keep and T * (T + 1) // 2 * J[0].numel() * J.element_size() <= hold_bytes:
+                held[t2] = J
+            yield t2, J
+        if count != T:
+            raise ValueError(f"the sweep gave {count} output tokens, expected n_tokens = {T}")
+
+    bases = {}  # (t1, t2) -> Basis of J^{l'}_{t1 t2}
+    for t2, J in jacobians(sweep_basis, keep=sweep is sweep_basis):
+        for t1 in range(t2 + 1):
+            bases[t1, t2] = top_singular(J[t1], Kmax)
+    shape = (len(metrics), len(Ks), T)
+    out = {"self": np.full(shape + (T,), np.nan), "fixed_input": np.full(shape + (T, T), np.nan),
+           "fixed_output": np.full(shape + (T, T), np.nan)}
+    figures = {name: np.zeros((T, T, k, k), np.float32) for name in ("abs_self", "abs_fixed_input", "abs_fixed_output")}
+    second = ((t2, held.pop(t2)) for t2 in range(T)) if held else jacobians(sweep, keep=False)
+    for t2, J2 in second:
+        for t1 in range(t2 + 1):
+            J = J2[t1]
+            s = torch.linalg.svdvals(J)[:Kmax].double().cpu().numpy()
+            groups = {"fixed_output": (list(range(t2 + 1)), [(u, t2) for u in range(t2 + 1)]),
+                      "fixed_input": (list(range(t1, T)), [(t1, u) for u in range(t1, T)])}
+            if t1 == t2:
+                groups["self"] = (list(range(T)), [(u, u) for u in range(T)])
+            for name, (index, keys) in groups.items():
+                A = coupling_matrices(J, [bases[key] for key in keys]).double().cpu().numpy()  # (n, Kmax, Kmax)
+                m = _all_miscouplings(A, s, Ks, metrics)  # (n_metrics, n_K, n)
+                row = (t1,) if name == "self" else (t2, t1) if name == "fixed_output" else (t1, t2)
+                out[name][(..., *row, index)] = m
+                figure = {"self": t1 == t2, "fixed_input": t1 == 0, "fixed_output": t2 == T - 1}[name]
+                if figure:
+                    target = figures[f"abs_{name}"]
+                    target[row[-1], index] = np.abs(A[:, :k, :k])
+    return {**out, **figures}
 
 
 def layer_profile(M):

@@ -21,6 +21,8 @@ __all__ = [
     "step_grid",
     "save_png_and_pdf",
     "depth_colors",
+    "plot_block_grid",
+    "plot_trajectories_2d",
 ]
 
 SPACE_LABELS = {"left": "output space $U$", "right": "input space $V$", "cross": "$U_l$ vs $V_{l+1}$"}
@@ -315,3 +317,63 @@ def save_png_and_pdf(fig, png, *, dpi):
     fig.savefig(png, dpi=dpi)
     fig.savefig(str(png).removesuffix(".png") + ".pdf")
     plt.close(fig)
+
+
+def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
+    """A grid of small matrices (e.g. ``|A|`` coupling matrices per layer or token pair), one
+    block per cell with a one-pixel gap, as in the paper's Figs 3, 4, 18 and 19.
+
+    Parameters
+    ----------
+    blocks : (n_rows, n_cols, k, k) array_like
+        Cells that do not exist (e.g. ``t1 > t2``) are NaN or all zero and drawn blank.
+    vmax : float, optional
+        Colour limit (default: the 99th percentile of the drawn values).
+    labels : (row labels, column labels), optional
+        Default: the cell indices.
+
+    Returns
+    -------
+    matplotlib.image.AxesImage
+    """
+    blocks = np.asarray(blocks, dtype=float)
+    n, m, k, _ = blocks.shape
+    blank = ~np.isfinite(blocks).any(axis=(2, 3)) | (np.nan_to_num(blocks) == 0).all(axis=(2, 3))
+    canvas = np.full((n * (k + 1) - 1, m * (k + 1) - 1), np.nan)
+    for i in range(n):
+        for j in range(m):
+            if not blank[i, j]:
+                canvas[i * (k + 1) : i * (k + 1) + k, j * (k + 1) : j * (k + 1) + k] = blocks[i, j]
+    finite = canvas[np.isfinite(canvas)]
+    vmax = vmax if vmax is not None else (np.quantile(finite, 0.99) if finite.size else 1.0)
+    image = ax.imshow(canvas, cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+    rows, cols = labels if labels is not None else (range(n), range(m))
+    centres = lambda count: [c * (k + 1) + (k - 1) / 2 for c in range(count)]  # noqa: E731
+    ax.set_yticks(centres(n), [str(r) for r in rows])
+    ax.set_xticks(centres(m), [str(c) for c in cols])
+    ax.tick_params(length=0, labelsize="x-small")
+    return image
+
+
+def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
+    """Token trajectories projected on two principal components: one grey line per token through
+    its states, the states coloured by depth (paper Fig. 12).
+
+    Parameters
+    ----------
+    coords : (L + 1, T, 2) array_like
+        NaN-padded tokens are skipped.
+
+    Returns
+    -------
+    matplotlib.collections.PathCollection
+    """
+    coords = np.asarray(coords, dtype=float)
+    depth = np.broadcast_to(np.arange(coords.shape[0])[:, None], coords.shape[:2])
+    ok = np.isfinite(coords).all(axis=-1)
+    for t in range(coords.shape[1]):
+        if ok[:, t].all():
+            ax.plot(coords[:, t, 0], coords[:, t, 1], color="0.7", lw=0.6, zorder=1)
+    points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2)
+    ax.set(xlabel="PC 1", ylabel="PC 2")
+    return points

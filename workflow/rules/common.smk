@@ -158,6 +158,25 @@ def topology_files(kind):
     ]
 
 
+def get_last_coupling_npz():
+    """Every model's last checkpoint's coupling results, in model order (across-model fits)."""
+    return [
+        f"results/coupling/{model}/step{get_steps(model)[-1]}.coupling.npz"
+        for model in MODELS
+    ]
+
+
+COUPLING_FIGURES = [
+    "depthwise",
+    "tokenwise",
+    "over_training",
+    "regularity",
+    "norms",
+    "pca",
+    "profile",
+]  # see plot_coupling
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -194,6 +213,24 @@ def get_final_output():
                 ),
             ]
             if config["dynamics"]["activate"]
+            else []
+        ),
+        *(
+            [
+                "results/coupling/fits.tsv",
+                *expand(
+                    "results/figures/coupling/all_models.{figure}.{ext}",
+                    figure=["over_training", "vs_score"],
+                    ext=["png", "pdf"],
+                ),
+                *expand(
+                    "results/figures/coupling/{model}.{figure}.{ext}",
+                    model=MODELS,
+                    figure=COUPLING_FIGURES,
+                    ext=["png", "pdf"],
+                ),
+            ]
+            if config["coupling"]["activate"]
             else []
         ),
         *(

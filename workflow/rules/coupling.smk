@@ -1,0 +1,171 @@
+# Transformer block coupling and token trajectories (paper 002): prompts -> per checkpoint
+# depth-wise and token-wise Jacobian coupling, trajectory regularity -> tables over training and
+# across models -> figures.
+COUPLING = config["coupling"]
+PROMPTS = COUPLING["prompts"]
+
+
+def get_prompt_file():
+    """The prompt file: relative to the working directory, else to the workflow (the shipped ones)."""
+    path = PROMPTS["file"]
+    if not path or Path(path).is_absolute() or Path(path).exists():
+        return path or []
+    return str(Path(workflow.basedir) / path)
+
+
+# Hub datasets need the internet, so prompts are prepared where Snakemake runs, never on a node.
+localrules:
+    prepare_prompts,
+
+
+rule prepare_prompts:
+    input:
+        text=rules.prepare_corpus.output.text if PROMPTS["corpus_paragraphs"] else [],
+        file=get_prompt_file(),
+    output:
+        prompts="results/coupling/prompts.jsonl",
+    log:
+        "logs/prepare_prompts.log",
+    benchmark:
+        "benchmarks/prepare_prompts.tsv"
+    conda:
+        "../../envs/samples.yaml"
+    params:
+        prompts=PROMPTS,
+    script:
+        "../scripts/prepare_prompts.py"
+
+
+rule block_coupling:
+    input:
+        manifest="results/checkpoints/{model}/step{step}.json",
+        prompts=rules.prepare_prompts.output.prompts,
+    output:
+        npz="results/coupling/{model}/step{step}.coupling.npz",
+        prompts="results/coupling/{model}/step{step}.prompts.tsv",
+    log:
+        "logs/block_coupling/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/block_coupling/{model}/step{step}.tsv"
+    conda:
+        "../../envs/dynamics.yaml"
+    threads: COUPLING["threads"]
+    resources:
+        gpu=get_gpu_request(COUPLING["device"]),
+    params:
+        Ks=COUPLING["Ks"],
+        metric=COUPLING["metric"],
+        token=COUPLING["depthwise_token"],
+        token_wise=COUPLING["token_wise"],
+        window=COUPLING["window"],
+        pca_prompts=COUPLING["pca_prompts"],
+        max_tokens=PROMPTS["max_tokens"],
+        chunk_mb=COUPLING["chunk_mb"],
+        hold_mb=COUPLING["hold_mb"],
+        device=COUPLING["device"],
+    script:
+        "../scripts/block_coupling.py"
+
+
+rule summarize_coupling:
+    input:
+        npz=every_step("results/coupling/{model}/step{step}.coupling.npz"),
+    output:
+        **{
+            name: f"results/coupling/{{model}}/{name}.tsv"
+            for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")
+        },
+    log:
+        "logs/summarize_coupling/{model}.log",
+    benchmark:
+        "benchmarks/summarize_coupling/{model}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        steps=get_model_steps,
+        metric=COUPLING["metric"],
+    script:
+        "../scripts/summarize_coupling.py"
+
+
+rule coupling_across_models:
+    input:
+        steps=expand("results/coupling/{model}/steps.tsv", model=MODELS),
+        npz=get_last_coupling_npz(),
+        scores=COUPLING["scores"] or [],
+    output:
+        models=report(
+            "results/coupling/models.tsv",
+            caption="../report/coupling_models.rst",
+            category="Coupling",
+            subcategory="all models",
+            labels={"table": "coupling per model"},
+        ),
+        fits="results/coupling/fits.tsv",
+    log:
+        "logs/coupling_across_models.log",
+    benchmark:
+        "benchmarks/coupling_across_models.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        models=list(MODELS),
+    script:
+        "../scripts/coupling_across_models.py"
+
+
+rule plot_coupling:
+    input:
+        npz=every_step("results/coupling/{model}/step{step}.coupling.npz"),
+        **{name: rules.summarize_coupling.output[name] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")},
+    output:
+        depthwise=figure("coupling", "depthwise", "coupling_depthwise"),
+        tokenwise=figure("coupling", "tokenwise", "coupling_tokenwise"),
+        over_training=figure("coupling", "over_training", "coupling_over_training"),
+        regularity=figure("coupling", "regularity", "coupling_regularity"),
+        norms=figure("coupling", "norms", "coupling_norms"),
+        pca=figure("coupling", "pca", "coupling_pca"),
+        profile=figure("coupling", "profile", "coupling_profile"),
+        pdfs=expand(
+            "results/figures/coupling/{{model}}.{name}.pdf",
+            name=COUPLING_FIGURES,
+        ),
+    log:
+        "logs/plot_coupling/{model}.log",
+    benchmark:
+        "benchmarks/plot_coupling/{model}.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        steps=get_model_steps,
+        metric=COUPLING["metric"],
+        window=COUPLING["window"],
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_coupling.py"
+
+
+rule plot_coupling_models:
+    input:
+        steps=expand("results/coupling/{model}/steps.tsv", model=MODELS),
+        models=rules.coupling_across_models.output.models,
+        fits=rules.coupling_across_models.output.fits,
+    output:
+        over_training=figure("coupling", "over_training", "coupling_over_training_all", model="all_models"),
+        vs_score=figure("coupling", "vs_score", "coupling_vs_score", model="all_models"),
+        pdfs=expand(
+            "results/figures/coupling/all_models.{name}.pdf",
+            name=["over_training", "vs_score"],
+        ),
+    log:
+        "logs/plot_coupling_models.log",
+    benchmark:
+        "benchmarks/plot_coupling_models.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        models=list(MODELS),
+        metric=COUPLING["metric"],
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_coupling_models.py"

@@ -1,0 +1,51 @@
+from _setup import start
+
+start(snakemake)
+
+import torch
+
+torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
+
+import numpy as np
+from tqdm import tqdm
+
+from crosslayer.block_coupling import check_prompts, checkpoint_coupling, context_length
+from crosslayer.checkpoints import verified_manifest
+from crosslayer.coupling import METRICS
+from crosslayer.coupling_summary import checkpoint_prompts, load_checkpoint
+from crosslayer.errors import CheckpointError
+from crosslayer.models import load_model
+from crosslayer.prompts import read_prompts
+
+params = snakemake.params
+manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
+model, tokenizer = load_model(manifest, device=params.device)
+if tokenizer is None:
+    raise CheckpointError("no tokenizer in the checkpoint; the coupling stage tokenizes its prompts",
+                          model=manifest["model"], revision=manifest.get("revision"), file=manifest["path"])
+model.set_attn_implementation("eager")  # autograd batches eager attention; fused kernels fall back to a loop
+prompts = read_prompts(snakemake.input.prompts)
+token_ids = [tokenizer(row["text"])["input_ids"][: params.max_tokens] for row in prompts]
+token_wise = params.token_wise
+try:
+    check_prompts([row["id"] for row in prompts], token_ids, context=context_length(model.config),
+                  token=params.token, token_wise_prompts=token_wise["prompts"],
+                  token_wise_tokens=token_wise["tokens"])
+    result = checkpoint_coupling(
+        model, token_ids, prompt_ids=[row["id"] for row in prompts], Ks=params.Ks, token=params.token,
+        layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
+        token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, window=params.window,
+        chunk_bytes=params.chunk_mb * 2**20, hold_bytes=params.hold_mb * 2**20,
+        progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
+except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint
+    raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
+                          file=manifest["path"]) from err
+result.update(
+    prompt_ids=np.array([row["id"] for row in prompts]), variants=np.array([row["variant"] for row in prompts]),
+    n_tokens=np.array([len(ids) for ids in token_ids]), Ks=np.array(sorted(params.Ks)), metrics=np.array(METRICS),
+    layer_pairs=np.array(token_wise["layer_pairs"] if token_wise["prompts"] else [], dtype=int).reshape(-1, 2),
+    n_params=sum(p.numel() for p in model.parameters()), n_layers=result["depthwise"].shape[-1],
+    d_model=model.get_input_embeddings().embedding_dim)
+np.savez(snakemake.output.npz, **result)
+checkpoint_prompts(load_checkpoint(snakemake.output.npz), metric=params.metric).to_csv(
+    snakemake.output.prompts, sep="\t", index=False)

@@ -1,0 +1,16 @@
+from _setup import start
+
+start(snakemake)
+
+import pandas as pd
+
+from crosslayer.config import read_scores
+from crosslayer.coupling_summary import across_models, fit_table, load_checkpoint
+
+models = snakemake.params.models
+scores = read_scores(snakemake.input.scores, models=models) if snakemake.input.scores else None
+final = {model: (pd.read_csv(steps, sep="\t"), load_checkpoint(npz))
+         for model, steps, npz in zip(models, snakemake.input.steps, snakemake.input.npz)}
+table = across_models(final, scores=scores)
+table.to_csv(snakemake.output.models, sep="\t", index=False)
+fit_table(table).to_csv(snakemake.output.fits, sep="\t", index=False)

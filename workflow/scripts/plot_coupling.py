@@ -1,0 +1,149 @@
+from _setup import start
+
+start(snakemake)
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from crosslayer.coupling_summary import TOKEN_WISE, load_checkpoint
+from crosslayer.plots import (format_step, plot_block_grid, plot_depth_profile, plot_trajectories_2d,
+                              save_png_and_pdf, set_step_axis)
+
+model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
+                             snakemake.params.metric)
+output, tables = snakemake.output, {name: pd.read_csv(snakemake.input[name], sep="\t")
+                                    for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
+shown = sorted({steps[0], steps[-1]})  # the random-init null (when step 0 is configured) and the last step
+data = {step: load_checkpoint(snakemake.input.npz[steps.index(step)]) for step in shown}
+Ks = [int(k) for k in data[steps[-1]]["Ks"]]
+K_fig, K_main = Ks[0], Ks[-1]  # |A| blocks at the smallest K; summaries at the largest (the released notebook's)
+null_note = "step 0 = random init" if steps[0] == 0 else f"first step {steps[0]}"
+
+
+def save(fig, name):
+    save_png_and_pdf(fig, getattr(output, name), dpi=dpi)  # the PDFs are listed in output.pdfs
+
+
+def by_step(table, index, **query):
+    for key, value in query.items():
+        table = table[table[key] == value]
+    return {step: part.set_index(index) for step, part in table.groupby("step")}
+
+
+# 1. depth-wise |A| grids (Fig. 3) and the mean coupling matrix, first vs last step
+L = data[steps[-1]]["depthwise"].shape[-1]
+window = range(max(0, L // 2 - 4), min(L, L // 2 - 4 + 8)) if L > 8 else range(L)
+fig, axes = plt.subplots(2, len(shown), figsize=(5.2 * len(shown), 9.5), layout="constrained", squeeze=False)
+for col, step in enumerate(shown):
+    blocks = data[step]["abs_coupling"][np.ix_(window, window)]
+    image = plot_block_grid(axes[0, col], blocks, labels=(window, window))
+    axes[0, col].set(title=f"step {format_step(step)}: mean |A| (K = {K_fig})", xlabel="basis layer l'",
+                     ylabel="Jacobian layer l")
+    fig.colorbar(image, ax=axes[0, col], shrink=0.7)
+    matrix = by_step(tables["depthwise"], "other", K=K_main)[step]
+    pivot = matrix.reset_index().pivot(index="layer", columns="other", values="coupling_mean").to_numpy()
+    mesh = axes[1, col].imshow(np.where(np.eye(L, dtype=bool), np.nan, pivot), cmap="viridis", vmin=-1, vmax=0)
+    axes[1, col].set(title=f"mean coupling (K = {K_main}, {metric})", xlabel="basis layer l'", ylabel="layer l",
+                     xticks=range(L), yticks=range(L))
+    fig.colorbar(mesh, ax=axes[1, col], shrink=0.7, label="coupling = − mis-coupling")
+fig.suptitle(f"{model}: depth-wise coupling of J_tt across layers ({null_note})")
+save(fig, "depthwise")
+
+# 2. token-wise grids (Figs 4, 18, 19) of the first layer pair, first prompt
+last = data[steps[-1]]
+if "tw_abs_self" in last:
+    l, lp = (int(v) for v in last["layer_pairs"][0])
+    titles = {"self": "self: J_tt vs J_t't'", "fixed_input": "fixed input token t1 = 0",
+              "fixed_output": "fixed output token t2 = last"}
+    axis = {"self": ("t'", "t"), "fixed_input": ("t2'", "t2"), "fixed_output": ("t1'", "t1")}
+    fig, axes = plt.subplots(len(shown), 3, figsize=(15, 5 * len(shown)), layout="constrained", squeeze=False)
+    for row, step in enumerate(shown):
+        for col, kind in enumerate(TOKEN_WISE):
+            blocks = data[step][f"tw_abs_{kind}"][0][:8, :8]
+            plot_block_grid(axes[row, col], blocks)
+            axes[row, col].set_title(f"step {format_step(step)} — {titles[kind]}", fontsize="medium")
+            axes[row, col].set(xlabel=f"basis token {axis[kind][0]} (layer {lp})",
+                               ylabel=f"Jacobian token {axis[kind][1]} (layer {l})")
+    fig.suptitle(f"{model}: token-wise |A| (K = {K_fig}) of J^{l} on the singular vectors of J^{lp}, first prompt")
+else:
+    fig, ax = plt.subplots(figsize=(6, 2), layout="constrained")
+    ax.text(0.5, 0.5, "token-wise coupling is off (coupling.token_wise.prompts: 0)", ha="center", va="center")
+    ax.set_axis_off()
+save(fig, "tokenwise")
+
+# 3. coupling over training (Fig. 1b): depth-wise per K, token-wise per kind
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+plain = tables["steps"][tables["steps"].variant == "plain"]
+for K, part in plain.groupby("K"):
+    axes[0].errorbar(part.step, part.coupling_mean, yerr=part.coupling_sd, marker="o", ms=3, capsize=2, label=f"K = {K}")
+axes[0].set(ylabel=f"mean depth-wise coupling ({metric})", title="depth-wise (mean ± sd over prompts)")
+tw = tables["tokenwise"][tables["tokenwise"].K == K_main]
+for (kind, l, lp), part in tw.groupby(["kind", "layer", "other"]):
+    axes[1].plot(part.step, part.coupling_mean, marker="o", ms=3, label=f"{kind} ({l}, {lp})")
+axes[1].set(ylabel="mean token-wise coupling", title=f"token-wise (K = {K_main}, off-diagonal token pairs)")
+for ax in axes:
+    set_step_axis(ax, steps)
+    ax.legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: coupling over training")
+save(fig, "over_training")
+
+# 4. regularity (Fig. 5): LSS and ED distributions, first vs last step, and their medians over training
+fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), layout="constrained")
+for col, (name, label) in enumerate((("lss", "line-shape score (≥ 1; 1 = straight)"),
+                                     ("ed", "expodistance (0 = exact exponential norm growth)"))):
+    values = {step: data[step][name][np.isfinite(data[step][name])] for step in shown}
+    high = np.quantile(np.concatenate(list(values.values())), 0.98)
+    for step in shown:
+        axes[0, col].hist(np.clip(values[step], None, high), bins=40, histtype="step", lw=1.4,
+                          label=f"step {format_step(step)}", color="0.5" if step == steps[0] else "C0")
+    axes[0, col].set(xlabel=label, ylabel="tokens")
+    axes[0, col].legend(frameon=False, fontsize="small")
+    part = plain[plain.K == K_main]
+    axes[1, col].plot(part.step, part[f"{name}_median"], marker="o", ms=3, color="C0")
+    axes[1, col].fill_between(part.step, part[f"{name}_q1"], part[f"{name}_q3"], alpha=0.2, lw=0)
+    axes[1, col].set(ylabel=f"{name.upper()} median (IQR band)")
+    set_step_axis(axes[1, col], steps)
+fig.suptitle(f"{model}: regularity of token trajectories (every token of every prompt)")
+save(fig, "regularity")
+
+# 5. norm and windowed regularity vs depth (Fig. 30), one line per step
+regularity = by_step(tables["regularity"], "depth")
+fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
+for ax, (column, label) in zip(axes, (("norm_median", "‖x^l‖ (median over tokens)"),
+                                      ("lss_windowed_median", f"windowed LSS (width {snakemake.params.window})"),
+                                      ("ed_windowed_median", f"windowed ED (width {snakemake.params.window})"))):
+    plot_depth_profile(ax, regularity, column)
+    ax.set(xlabel="depth l (0 = embeddings, L = last block output)", ylabel=label)
+axes[0].set_yscale("log")
+axes[0].legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: residual-stream norm and trajectory regularity by depth")
+save(fig, "norms")
+
+# 6. 2-D PCA of the first prompts' trajectories (Fig. 12)
+n_pca = min(len(data[step]["pca"]) for step in shown)
+fig, axes = plt.subplots(max(n_pca, 1), len(shown), figsize=(5 * len(shown), 4.2 * max(n_pca, 1)),
+                         layout="constrained", squeeze=False)
+for col, step in enumerate(shown):
+    for row in range(n_pca):
+        points = plot_trajectories_2d(axes[row, col], data[step]["pca"][row])
+        ratio = data[step]["pca_explained"][row]
+        axes[row, col].set_title(f"step {format_step(step)}, prompt {data[step]['prompt_ids'][row]} "
+                                 f"({ratio.sum():.0%} of variance)", fontsize="small")
+    if n_pca:
+        fig.colorbar(points, ax=axes[:, col], label="depth", shrink=0.6)
+if not n_pca:
+    axes[0, 0].text(0.5, 0.5, "no PCA kept (coupling.pca_prompts: 0)", ha="center")
+fig.suptitle(f"{model}: token trajectories on their top two principal components")
+save(fig, "pca")
+
+# 7. per-layer coupling with all other layers (Fig. 15)
+fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
+plot_depth_profile(ax, by_step(tables["profile"], "layer", K=K_main), "coupling")
+ax.set(ylabel=f"coupling with all other layers (K = {K_main})")
+ax.legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: which layers are coupled with the rest")
+save(fig, "profile")

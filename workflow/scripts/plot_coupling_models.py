@@ -1,0 +1,55 @@
+from _setup import start
+
+start(snakemake)
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from crosslayer.plots import save_png_and_pdf, set_step_axis
+
+params, output = snakemake.params, snakemake.output
+models = pd.read_csv(snakemake.input.models, sep="\t")
+fits = pd.read_csv(snakemake.input.fits, sep="\t")
+K = max(int(c.removeprefix("coupling_K")) for c in models.columns if c.startswith("coupling_K"))
+
+# 1. coupling over training, every model (Fig. 1b)
+fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+all_steps = set()
+for model, path in zip(params.models, snakemake.input.steps):
+    part = pd.read_csv(path, sep="\t").query("variant == 'plain' and K == @K")
+    all_steps |= set(part.step)
+    ax.errorbar(part.step, part.coupling_mean, yerr=part.coupling_sd, marker="o", ms=3, capsize=2, label=model)
+set_step_axis(ax, sorted(all_steps))
+ax.set(ylabel=f"mean depth-wise coupling (K = {K}, {params.metric})")
+ax.legend(frameon=False, fontsize="small")
+fig.suptitle("Coupling over training (mean ± sd over prompts)")
+save_png_and_pdf(fig, output.over_training, dpi=params.dpi)
+
+# 2. score (or size) against coupling with the OLS fit (Figs 1a, 7, 35)
+has_score = models.score.notna().all()
+y_name, y_label = ("score", "benchmark score") if has_score else ("log10_params", "log10 parameters")
+y = models.score if has_score else np.log10(models.n_params)
+x = models[f"coupling_K{K}"]
+fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+ax.scatter(x, y, color="C0", zorder=2)
+for model, xi, yi in zip(models.model, x, y):
+    ax.annotate(model, (xi, yi), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+fit = fits.query("y == @y_name and x == 'coupling' and K == @K") if has_score else \
+    fits.query("y == 'coupling' and x == 'log10_params' and K == @K")
+title = "too few models for a fit (need 3)"
+if len(fit) and np.isfinite(fit.r2.iloc[0]):
+    row = fit.iloc[0]
+    grid = np.linspace(x.min(), x.max(), 50)
+    if has_score:
+        ax.plot(grid, row.intercept + row.slope * grid, color="C1")
+    else:  # that fit is coupling against size: draw it in these axes (size on y)
+        ax.plot(row.intercept + row.slope * np.log10(np.sort(models.n_params)), np.log10(np.sort(models.n_params)),
+                color="C1")
+    title = f"OLS: R² = {row.r2:.2f}, p = {row.p:.2g}, n = {int(row.n)}"
+ax.set(xlabel=f"mean depth-wise coupling (K = {K}, {params.metric})", ylabel=y_label, title=title)
+fig.suptitle("Coupling across models" + ("" if has_score else " (no coupling.scores: size instead of score)"))
+save_png_and_pdf(fig, output.vs_score, dpi=params.dpi)

@@ -1,0 +1,10 @@
+from _setup import start
+
+start(snakemake)
+
+from crosslayer.coupling_summary import load_checkpoint, summarize_steps
+
+tables = summarize_steps([load_checkpoint(path) for path in snakemake.input.npz], snakemake.params.steps,
+                         metric=snakemake.params.metric)
+for name, table in tables.items():
+    table.to_csv(snakemake.output[name], sep="\t", index=False)
