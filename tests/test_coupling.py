@@ -10,6 +10,7 @@ from crosslayer.coupling import (
     depthwise_miscoupling,
     layer_profile,
     miscoupling,
+    tokenwise_miscoupling,
     top_singular,
 )
 
@@ -87,3 +88,70 @@ def test_layer_profile_and_bad_input():
     with pytest.raises(ValueError, match=r"K = 9 must lie in \[1, d = 4\]"):
         top_singular(torch.eye(4), 9)
     assert isinstance(top_singular(torch.eye(3), 2), Basis)
+
+
+def _brute_force_tokenwise(J, Jb, T, K):
+    """Every token-wise coupling by direct float64 SVDs: J[t1, t2] projected on Jb's bases."""
+    svd = {key: np.linalg.svd(Jb[key]) for key in Jb}
+
+    def m(key, basis_key, metric):
+        U, _, Vh = svd[basis_key]
+        A = U[:, :K].T @ J[key] @ Vh[:K].T
+        return miscoupling(A, metric=metric, s=np.linalg.svd(J[key], compute_uv=False)[:K])
+
+    out = {"self": np.full((len(METRICS), T, T), np.nan), "fixed_input": np.full((len(METRICS), T, T, T), np.nan),
+           "fixed_output": np.full((len(METRICS), T, T, T), np.nan)}
+    for i, metric in enumerate(METRICS):
+        for t in range(T):
+            for u in range(T):
+                out["self"][i, t, u] = m((t, t), (u, u), metric)
+        for t1 in range(T):
+            for t2 in range(t1, T):
+                for u in range(t1, T):
+                    out["fixed_input"][i, t1, t2, u] = m((t1, t2), (t1, u), metric)
+                for u in range(t2 + 1):
+                    out["fixed_output"][i, t2, t1, u] = m((t1, t2), (u, t2), metric)
+    return out
+
+
+@pytest.mark.parametrize("same_layer", [False, True])
+def test_tokenwise_matches_brute_force_svds(same_layer):
+    rng = np.random.default_rng(3)
+    d, T, Ks = 10, 4, (2, 4)
+    pairs = [(t1, t2) for t2 in range(T) for t1 in range(t2 + 1)]
+    J = {key: rng.standard_normal((d, d)) for key in pairs}
+    Jb = J if same_layer else {key: rng.standard_normal((d, d)) for key in pairs}
+    calls = []
+
+    def sweep_of(source, name):
+        def sweep():
+            calls.append(name)
+            for t2 in range(T):
+                yield t2, torch.as_tensor(np.stack([source[t1, t2] for t1 in range(t2 + 1)]), dtype=torch.float64)
+        return sweep
+
+    sweep = sweep_of(J, "l")
+    result = tokenwise_miscoupling(sweep, sweep if same_layer else sweep_of(Jb, "l'"), T, Ks, figure_K=2)
+    assert calls == ["l", "l"] if same_layer else calls == ["l'", "l"]  # bases first, then the projections
+    for j, K in enumerate(Ks):
+        expected = _brute_force_tokenwise(J, Jb, T, K)
+        for name in ("self", "fixed_input", "fixed_output"):
+            assert np.allclose(result[name][:, j], expected[name], atol=1e-10, equal_nan=True), (name, K)
+    if same_layer:  # a Jacobian on its own basis is diagonal
+        assert np.allclose(np.diagonal(result["self"], axis1=-2, axis2=-1), 0, atol=1e-10)
+    assert np.isnan(result["fixed_input"][:, :, 2, 1]).all()  # t1 = 2 > t2 = 1 does not exist
+    U, _, Vh = np.linalg.svd(Jb[0, T - 1])
+    assert np.allclose(result["abs_fixed_output"][1, 0], np.abs(U[:, :2].T @ J[1, T - 1] @ Vh[:2].T), atol=1e-6)
+    calls.clear()  # held: one sweep when the prompt's Jacobians fit
+    held = tokenwise_miscoupling(sweep, sweep, T, Ks, hold_bytes=1 << 20)
+    assert calls == ["l"]
+    if same_layer:
+        assert np.allclose(held["self"], result["self"], equal_nan=True)
+
+
+def test_tokenwise_refuses_a_sweep_of_the_wrong_length():
+    def sweep():
+        yield 0, torch.eye(3)[None]
+
+    with pytest.raises(ValueError, match="expected n_tokens = 2"):
+        tokenwise_miscoupling(sweep, sweep, 2, (2,))

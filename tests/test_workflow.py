@@ -191,8 +191,8 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology; overviews: alignment, topology
-    assert len(figures) == 2 * (4 + 1 + 4 + 4) + 2
+    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling; overviews: alignment, topology, 2 coupling
+    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7) + 4
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -238,13 +238,82 @@ def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(ti
     }
 
 
+def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run, tmp_path):
+    change = overlay(tmp_path / "window.yaml", "coupling: {window: 5}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"block_coupling": 8, "summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
+                    "plot_coupling_models": 1, "all": 1}
+
+
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny_run, model):
+    # Independent path: the released method's Jacobians (block on the whole prompt, one backward
+    # pass per row), numpy SVDs, and output_hidden_states for the trajectories' norms.
+    from transformers import AutoTokenizer
+
+    from crosslayer.coupling import miscoupling
+    from crosslayer.prompts import read_prompts
+    from crosslayer.token_jacobians import released_last_token_jacobians
+
+    manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
+    live = AutoModelForCausalLM.from_pretrained(manifest["path"], attn_implementation="eager").eval()
+    tokenizer = AutoTokenizer.from_pretrained(manifest["path"])
+    result = np.load(tiny_run / f"results/coupling/{model}/step16.coupling.npz")
+    prompts = read_prompts(tiny_run / "results/coupling/prompts.jsonl")
+    assert list(result["prompt_ids"]) == [row["id"] for row in prompts] and len(prompts) == 38
+    for p in (0, len(prompts) - 1):  # a file prompt and a corpus paragraph (cut to max_tokens = 24)
+        ids = tokenizer(prompts[p]["text"])["input_ids"][:24]
+        assert result["n_tokens"][p] == len(ids)
+        J = {l: j.double().numpy() for l, j in released_last_token_jacobians(live, ids)}
+        svd = {l: np.linalg.svd(j) for l, j in J.items()}
+        for l, lp in [(0, 1), (3, 0), (2, 2)]:
+            U, _, Vh = svd[lp]
+            A = U[:, :3].T @ J[l] @ Vh[:3].T
+            assert result["depthwise"][p, 0, 0, l, lp] == pytest.approx(miscoupling(A), abs=1e-4)
+        with torch.no_grad():
+            hidden = live(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        norms = result["norms"][:, result["token_prompt"] == p]
+        for depth in range(4):  # x^L (before the final norm) is not among hidden_states
+            assert np.allclose(norms[depth], hidden[depth][0].norm(dim=-1).numpy(), rtol=1e-5)
+    steps = pd.read_csv(tiny_run / f"results/coupling/{model}/steps.tsv", sep="\t")
+    plain = steps.query("variant == 'plain' and K == 8").set_index("step")
+    assert list(plain.index) == [0, 4, 8, 16] and (plain.n_prompts == 38).all()
+    assert plain.coupling_mean[16] > plain.coupling_mean[0]  # training couples the blocks
+    assert plain.lss_median[16] < plain.lss_median[0]  # and straightens the trajectories
+
+
+def test_bad_coupling_input_fails_naming_model_revision_and_prompt(tiny_run, tmp_path):
+    good = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"]
+    prompts = tmp_path / "long.txt"
+    prompts.write_text("A short prompt here.\n" + " ".join(["word"] * 200) + "\n")
+    coupling = yaml.safe_load(TINY.read_text())["coupling"]
+    coupling["prompts"] = {"file": str(prompts), "max_tokens": None}
+    coupling["token_wise"]["prompts"] = 0
+    config = write_config(tmp_path / "c.yaml", {"m": {"source": "local", "checkpoints": {"1": good}}},
+                          coupling=coupling)
+    result = snakemake(tmp_path, "results/coupling/m/step1.coupling.npz", "--cores", "1", "--configfile",
+                       str(config), check=False)
+    assert result.returncode != 0
+    log = (tmp_path / "logs/block_coupling/m/step1.log").read_text()
+    assert re.search(r"model 'm' revision 'step1' .*prompt 'long.txt:2' has \d+ tokens, longer than the model's "
+                     r"context of 32", log)
+    assert not list((tmp_path / "results/coupling/m").glob("*"))
+    scores = tmp_path / "scores.csv"
+    scores.write_text("model,score\nother,1.5\n")
+    config = write_config(tmp_path / "s.yaml", {"m": {"source": "local", "checkpoints": {"1": good}}},
+                          coupling={**coupling, "scores": str(scores)})
+    result = snakemake(tmp_path / "s", "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0 and "coupling.scores" in result.output and "no score for model(s) ['m']" in result.output
+
+
 def test_report_is_self_contained_with_every_figure(tiny_run):
     result = snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
     assert "(ERROR/" not in result.output  # docutils: a caption that is not valid reStructuredText
     html = (tiny_run / "results/report.html").read_text()
     for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv",
                  "tiny-swiglu.eigenvalues.png", "regimes.tsv", "tiny-gelu.boundary_coupling.png",
-                 "all_models.alignment_vs_boundary.png", "method_comparison.tsv"):
+                 "all_models.alignment_vs_boundary.png", "method_comparison.tsv", "tiny-swiglu.tokenwise.png",
+                 "all_models.vs_score.png", "models.tsv"):
         assert name in html
     assert "mean cosine of their" in html  # the methods paragraph
 
@@ -431,6 +500,11 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
         ("alignment: {k: 32}", "alignment.k: 32 must be smaller than d_model and d_ff of models.tiny-gelu"),
         ("alignment: {distances: [1, 4]}", "alignment.distances: [4] must be below the number of layers"),
         ("dynamics: {k: 32}", "dynamics.k: 32"),
+        ("coupling: {Ks: [3, 40]}", "coupling.Ks: [3, 40] must not exceed d_model"),
+        ("coupling: {window: 4}", "coupling.window: 4 must be odd"),
+        ("coupling: {window: 7}", "coupling.window: 7 is longer than the 5 states"),
+        ("coupling: {token_wise: {layer_pairs: [[1, 4]]}}", "coupling.token_wise.layer_pairs: [[1, 4]]"),
+        ("coupling: {metric: frobenius}", "frobenius"),
     ],
 )
 def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, key):

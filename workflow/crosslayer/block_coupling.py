@@ -103,6 +103,11 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
     Ks = sorted(set(int(k) for k in Ks))
     wrap = progress or (lambda it: it)
     n_layers, d = len(adapter_for(model).blocks(model)), model.get_input_embeddings().embedding_dim
+    if Ks[-1] > d:  # known sizes are checked with the config; hub models' here, before compute
+        raise ValueError(f"coupling.Ks: {Ks} must not exceed d_model = {d}")
+    if token_wise_prompts and any(not 0 <= layer < n_layers for pair in layer_pairs for layer in pair):
+        raise ValueError(f"coupling.token_wise.layer_pairs: {[list(p) for p in layer_pairs]} must be layers below "
+                         f"{n_layers}")
     depthwise, singular, abs_sum = [], [], 0.0
     token_prompt, lss, ed, lss_w, ed_w, norms, pca, explained = [], [], [], [], [], [], [], []
     prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)

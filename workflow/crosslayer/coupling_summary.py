@@ -163,4 +163,4 @@ def fit_table(models):
             fit = sm.OLS(y[ok].to_numpy(), sm.add_constant(x[ok].to_numpy())).fit()
             row.update(slope=fit.params[1], intercept=fit.params[0], r2=fit.rsquared, p=fit.pvalues[1])
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).astype({"K": "Int64"})  # blank where the fit has no K

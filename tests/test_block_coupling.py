@@ -1,0 +1,102 @@
+"""Per-checkpoint coupling against an independent recomputation: the released method's
+Jacobians (whole sequence, row by row), numpy SVDs and the trajectory statistics."""
+
+import numpy as np
+import pytest
+import torch
+
+from crosslayer.block_coupling import check_prompts, checkpoint_coupling, context_length
+from crosslayer.coupling import METRICS, miscoupling
+from crosslayer.token_jacobians import released_last_token_jacobians, token_jacobians
+from crosslayer.trajectories import expodistance, line_shape_score, record_trajectories
+from tiny_families import LAYERS, VOCAB, tiny_model
+
+torch.set_num_threads(1)
+KS = (2, 5)
+
+
+def prompts(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, VOCAB, 5 + i).tolist() for i in range(n)]
+
+
+def expected_depthwise(model, ids, K):
+    J = {l: j.double().numpy() for l, j in released_last_token_jacobians(model, ids)}
+    svd = {l: np.linalg.svd(J[l]) for l in J}
+    M = np.zeros((len(METRICS), LAYERS, LAYERS))
+    for l in J:
+        for lp in J:
+            U, _, Vh = svd[lp]
+            A = U[:, :K].T @ J[l] @ Vh[:K].T
+            M[:, l, lp] = [miscoupling(A, metric=m, s=svd[l][1][:K]) for m in METRICS]
+    return M
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("hold_bytes", [0, 1 << 20])
+def test_depthwise_and_trajectories_match_an_independent_recomputation(family, hold_bytes):
+    model, token_ids = tiny_model(family), prompts(3)
+    result = checkpoint_coupling(model, token_ids, Ks=KS, hold_bytes=hold_bytes, window=3, pca_prompts=1)
+    assert result["depthwise"].shape == (3, len(METRICS), len(KS), LAYERS, LAYERS)
+    for p, ids in enumerate(token_ids):
+        for j, K in enumerate(KS):
+            assert np.allclose(result["depthwise"][p, :, j], expected_depthwise(model, ids, K), atol=2e-5)
+        traj = record_trajectories(model, ids)
+        tokens = result["token_prompt"] == p
+        assert np.allclose(result["lss"][tokens], line_shape_score(traj))
+        assert np.allclose(result["ed"][tokens], expodistance(traj))
+        assert np.allclose(result["norms"][:, tokens], np.linalg.norm(traj, axis=-1))
+    assert result["pca"].shape == (1, LAYERS + 1, 5, 2)
+    assert result["abs_coupling"].shape == (LAYERS, LAYERS, 2, 2)
+
+
+def test_an_earlier_depthwise_token_is_the_prompt_cut_after_it():
+    model, (ids,) = tiny_model("llama"), prompts(1, seed=4)
+    at_2 = checkpoint_coupling(model, [ids], Ks=KS, token=2, window=3)
+    cut = checkpoint_coupling(model, [ids[:3]], Ks=KS, window=3)
+    assert np.allclose(at_2["depthwise"], cut["depthwise"], atol=1e-6)
+    # and J_22 of the cut prompt is the whole prompt's token-wise J_{22}
+    J22 = dict(token_jacobians(model, ids, 1))[2][2].double().numpy()
+    from crosslayer.token_jacobians import last_token_jacobians
+
+    assert np.allclose(dict(last_token_jacobians(model, ids[:3]))[1].double().numpy(), J22, atol=1e-5)
+
+
+def test_token_wise_results_are_stacked_per_layer_pair_and_prompt():
+    model = tiny_model("gpt2")
+    result = checkpoint_coupling(model, prompts(3), Ks=KS, layer_pairs=[(0, 1), (2, 2)], token_wise_prompts=2,
+                                 token_wise_tokens=4, window=3)
+    assert result["tw_self"].shape == (2, 2, len(METRICS), len(KS), 4, 4)
+    assert result["tw_fixed_input"].shape == (2, 2, len(METRICS), len(KS), 4, 4, 4)
+    assert result["tw_abs_self"].shape == (2, 4, 4, 2, 2)
+    assert np.allclose(np.diagonal(result["tw_self"][1], axis1=-2, axis2=-1), 0, atol=1e-5)  # l = l': own basis
+
+
+def test_bad_prompts_are_refused_before_compute_naming_the_prompt():
+    with pytest.raises(ValueError, match="prompt 'a' has no tokens"):
+        check_prompts(["a"], [[]], context=10)
+    with pytest.raises(ValueError, match="prompt 'b' has 12 tokens, longer than the model's context of 10"):
+        check_prompts(["a", "b"], [[1], list(range(12))], context=10)
+    with pytest.raises(ValueError, match="prompt 'b' has 3 tokens, fewer than coupling.token_wise.tokens = 4"):
+        check_prompts(["a", "b", "c"], [[1] * 5, [1] * 3, [1]], context=None, token_wise_prompts=2,
+                      token_wise_tokens=4)
+    with pytest.raises(ValueError, match="too few for coupling.depthwise.token = 5"):
+        check_prompts(["a"], [[1, 2]], context=None, token=5)
+    check_prompts(["a", "b"], [[1] * 5, [1]], context=5, token=-1, token_wise_prompts=1, token_wise_tokens=5)
+    assert context_length(tiny_model("gpt2").config) == 64
+
+
+def test_a_non_finite_jacobian_names_the_prompt_layer_and_tokens():
+    model = tiny_model("llama")
+    with torch.no_grad():
+        model.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"prompt 'second': non-finite Jacobian at layer 1, tokens \(5, 5\)"):
+        checkpoint_coupling(model, [[1, 2, 3, 4, 5, 6]], prompt_ids=["second"], Ks=KS, window=3)
+
+
+def test_settings_the_model_is_too_small_for_are_named():
+    model = tiny_model("llama")
+    with pytest.raises(ValueError, match=r"coupling.Ks: \[2, 40\] must not exceed d_model = 32"):
+        checkpoint_coupling(model, prompts(1), Ks=(2, 40))
+    with pytest.raises(ValueError, match=r"coupling.token_wise.layer_pairs: \[\[0, 3\]\] must be layers below 3"):
+        checkpoint_coupling(model, prompts(1), Ks=KS, layer_pairs=[(0, 3)], token_wise_prompts=1)

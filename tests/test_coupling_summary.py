@@ -1,0 +1,86 @@
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from crosslayer.config import read_scores
+from crosslayer.coupling import METRICS
+from crosslayer.coupling_summary import across_models, checkpoint_prompts, fit_table, summarize_steps
+
+
+def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
+    rng = np.random.default_rng(seed)
+    M = rng.uniform(0, 1, (P, len(METRICS), len(Ks), L, L))
+    M[..., range(L), range(L)] = 0
+    N = sum(n_tokens)
+    return {"depthwise": M, "Ks": np.array(Ks), "metrics": list(METRICS), "prompt_ids": [f"p{i}" for i in range(P)],
+            "variants": ["plain", "plain", "cot", "cot"], "n_tokens": np.array(n_tokens),
+            "token_prompt": np.repeat(np.arange(P), n_tokens), "lss": rng.uniform(1, 3, N), "ed": rng.uniform(0, 1, N),
+            "norms": rng.uniform(1, 2, (L + 1, N)), "lss_windowed": rng.uniform(1, 2, (L + 1, N)),
+            "ed_windowed": rng.uniform(0, 1, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
+            "n_params": 1000 * (seed + 1), "n_layers": L, "d_model": 8}
+
+
+def test_prompt_and_step_tables_against_direct_means():
+    data = synthetic_checkpoint(0)
+    table = checkpoint_prompts(data, metric="released_l2")
+    M = data["depthwise"][:, 1]  # released_l2
+    L = M.shape[-1]
+    expected = -(M.sum(axis=(-2, -1))) / (L * (L - 1))  # the diagonal is 0
+    assert np.allclose(table[["coupling_K2", "coupling_K4"]].to_numpy(), expected)
+    assert table.lss_median[3] == pytest.approx(np.median(data["lss"][-5:]))
+    tables = summarize_steps([data, synthetic_checkpoint(1)], [0, 10], metric="released_l2")
+    row = tables["steps"].query("step == 0 and variant == 'cot' and K == 4").iloc[0]
+    assert row.coupling_mean == pytest.approx(expected[2:, 1].mean())
+    assert row.coupling_sd == pytest.approx(expected[2:, 1].std(ddof=1))
+    assert row.lss_median == pytest.approx(np.median(data["lss"][7:]))
+    depthwise = tables["depthwise"].query("step == 0 and K == 2 and layer == 1 and other == 2").iloc[0]
+    assert depthwise.coupling_mean == pytest.approx(-M[:, 0, 1, 2].mean())
+    profile = tables["profile"].query("step == 0 and K == 2").coupling.to_numpy()
+    both = M[:, 0] + M[:, 0].transpose(0, 2, 1)
+    assert np.allclose(profile, -(both.sum(axis=-1) / (2 * (L - 1))).mean(axis=0))
+    assert len(tables["regularity"]) == 2 * (L + 1)
+
+
+def test_fits_match_scipy_linregress():
+    rng = np.random.default_rng(1)
+    n = 7
+    models = pd.DataFrame({"model": [f"m{i}" for i in range(n)], "n_params": rng.integers(1e6, 1e9, n),
+                           "n_layers": rng.integers(4, 40, n), "d_model": rng.integers(64, 4096, n),
+                           "coupling_K10": rng.uniform(-1, 0, n), "score": rng.uniform(20, 70, n)})
+    fits = fit_table(models)
+    for y_name, y, x_name, x in [("score", models.score, "coupling", models.coupling_K10),
+                                 ("log_score", np.log(models.score), "coupling", models.coupling_K10),
+                                 ("coupling", models.coupling_K10, "log10_params", np.log10(models.n_params)),
+                                 ("score", models.score, "d_model", models.d_model)]:
+        row = fits[(fits.y == y_name) & (fits.x == x_name)].iloc[0]
+        ref = stats.linregress(x.astype(float), y.astype(float))
+        assert (row.slope, row.intercept, row.r2, row.p) == pytest.approx(
+            (ref.slope, ref.intercept, ref.rvalue**2, ref.pvalue), rel=1e-9)
+        assert row.n == n
+    too_few = fit_table(models.head(2))
+    assert too_few.r2.isna().all() and (too_few.n == 2).all()
+
+
+def test_across_models_takes_each_models_last_step():
+    data = {m: synthetic_checkpoint(i) for i, m in enumerate(["a", "b"])}
+    steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper")["steps"] for m in data}
+    table = across_models({m: (steps[m], data[m]) for m in data}, scores={"a": 40.0, "b": 50.0})
+    assert list(table.model) == ["a", "b"] and (table.step == 5).all() and list(table.score) == [40.0, 50.0]
+    assert table.coupling_K4[1] == pytest.approx(steps["b"].query("step == 5 and variant == 'plain' and K == 4")
+                                                 .coupling_mean.iloc[0])
+
+
+def test_score_table_errors_name_the_file_line_and_model(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_text("model,score\na,41.5\nb,n/a\nc,12\n")
+    with pytest.raises(ValueError, match=r"line 3: score 'n/a' of model 'b' is not a number"):
+        read_scores(path, models=["a", "b"])
+    assert read_scores(path, models=["a", "c"]) == {"a": 41.5, "c": 12.0}
+    with pytest.raises(ValueError, match=r"no score for model\(s\) \['d'\]"):
+        read_scores(path, models=["a", "d"])
+    (tmp_path / "bad.csv").write_text("name,value\na,1\n")
+    with pytest.raises(ValueError, match="columns model,score"):
+        read_scores(tmp_path / "bad.csv", models=["a"])
+    with pytest.raises(ValueError, match="cannot read"):
+        read_scores(tmp_path / "missing.csv", models=["a"])

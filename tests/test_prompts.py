@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from crosslayer.prompts import COT_SUFFIX, collect_prompts, file_prompts, read_prompts, write_prompts
+
+
+def test_prompt_file_lines_comments_and_ids(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_text("# a comment\nFirst prompt\n\n  Second prompt  \n#another\n")
+    assert file_prompts(path) == [("p.txt:2", "First prompt"), ("p.txt:4", "Second prompt")]
+    (tmp_path / "empty.txt").write_text("# only comments\n\n")
+    with pytest.raises(ValueError, match="holds no prompts"):
+        file_prompts(tmp_path / "empty.txt")
+
+
+def test_the_shipped_prompt_file_has_a_few_dozen_prompts():
+    from pathlib import Path
+
+    rows = file_prompts(Path(__file__).parents[1] / "config" / "prompts" / "default.txt")
+    assert 24 <= len(rows) <= 60 and len({text for _, text in rows}) == len(rows)
+
+
+def test_sources_in_order_with_the_cot_variant_and_a_round_trip(tmp_path):
+    (tmp_path / "p.txt").write_text("One\nTwo\n")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Title\n" + " ".join(["word"] * 25) + "\nshort one\n" + " ".join(["more"] * 30) + "\n")
+    rows = collect_prompts(file=tmp_path / "p.txt", corpus=corpus, corpus_paragraphs=2, min_words=20, cot=True)
+    assert [r["id"] for r in rows] == ["p.txt:1", "p.txt:2", "corpus:0", "corpus:1", "p.txt:1+cot", "p.txt:2+cot",
+                                       "corpus:0+cot", "corpus:1+cot"]
+    assert rows[4]["text"] == "One" + COT_SUFFIX and rows[4]["variant"] == "cot" and rows[0]["variant"] == "plain"
+    write_prompts(rows, tmp_path / "out.jsonl")
+    assert read_prompts(tmp_path / "out.jsonl") == rows
+    with pytest.raises(ValueError, match="only 2 paragraphs of >= 20 words; .*asks for 3"):
+        collect_prompts(corpus=corpus, corpus_paragraphs=3)
+    with pytest.raises(ValueError, match="the prompt set is empty"):
+        collect_prompts()
+
+
+def test_dataset_prompts_from_a_local_dataset_directory(tmp_path):
+    """The real datasets loader on a local directory (the hub is unreachable here)."""
+    data = tmp_path / "gsm"
+    data.mkdir()
+    with open(data / "test.jsonl", "w") as out:
+        for i in range(5):
+            out.write(json.dumps({"question": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n")
+    spec = {"label": "gsm8k", "path": str(data), "split": "test", "field": "question", "n": 3,
+            "cache_dir": str(tmp_path / "cache")}
+    rows = collect_prompts(datasets=[spec])
+    assert [(r["id"], r["source"], r["text"]) for r in rows] == [
+        ("gsm8k:0", "gsm8k", "What is 0 + 0?"), ("gsm8k:1", "gsm8k", "What is 1 + 1?"),
+        ("gsm8k:2", "gsm8k", "What is 2 + 2?")]
+    with pytest.raises(ValueError, match="5 rows in split 'test', fewer than n = 9"):
+        collect_prompts(datasets=[{**spec, "n": 9}])
+    with open(data / "test.jsonl", "a") as out:
+        out.write(json.dumps({"question": "  ", "answer": ""}) + "\n")
+    with pytest.raises(ValueError, match="dataset 'gsm8k' row 5 .* is an empty prompt"):
+        collect_prompts(datasets=[{**spec, "n": 6}])
