@@ -21,7 +21,13 @@ def config_with(**model):
         "alignment": {"k": 10, "distances": [1, 3, 5]},
         "dynamics": {"activate": True, "k": 10, "min_tokens": 8, "max_tokens": 16, "regime_boundaries": None},
         "topology": {"activate": True, "k": 10},
+        "coupling": {"activate": True, "Ks": [4, 8], "window": 5, "scores": None,
+                     "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
     }
+
+
+def coupling(**changes):
+    return {"coupling": {**config_with()["coupling"], **changes}}
 
 
 def test_model_steps_sorted_from_either_form():
@@ -58,6 +64,12 @@ def test_reference_step_configured_or_middle():
         ({}, {"dynamics": {"activate": True, "k": 3, "min_tokens": 8, "max_tokens": 16, "regime_boundaries": [2, 7]}},
          r"dynamics\.regime_boundaries: \[2, 7\] must not exceed the number of layers"),
         ({}, {"dynamics": {"activate": False}}, r"topology\.activate: the topology stages need the dynamics"),
+        ({}, coupling(Ks=[4, 33]), r"coupling\.Ks: \[4, 33\] must not exceed d_model of models\.m"),
+        ({}, coupling(window=4), r"coupling\.window: 4 must be odd"),
+        ({}, coupling(window=9), r"coupling\.window: 9 is longer than the 7 states of a trajectory of models\.m"),
+        ({}, coupling(token_wise={"layer_pairs": [[0, 6]], "prompts": 1}),
+         r"coupling\.token_wise\.layer_pairs: \[\[0, 6\]\] must be layers below 6"),
+        ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
     ],

@@ -8,11 +8,11 @@ from crosslayer.coupling import (
     Basis,
     coupling_matrices,
     depthwise_miscoupling,
-    layer_profile,
     miscoupling,
     tokenwise_miscoupling,
     top_singular,
 )
+from crosslayer.coupling_summary import layer_profile
 
 
 def test_hand_computed_cases():

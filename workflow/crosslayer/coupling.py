@@ -19,7 +19,7 @@ every metric (each Jacobian is diagonalized by its own singular vectors).
 import numpy as np
 import torch
 
-__all__ = ["METRICS", "Basis", "coupling_matrices", "depthwise_miscoupling", "layer_profile", "miscoupling",
+__all__ = ["METRICS", "Basis", "coupling_matrices", "depthwise_miscoupling", "miscoupling",
            "tokenwise_miscoupling", "top_singular"]
 
 METRICS = ("paper", "released_l2", "released_trace")
@@ -225,24 +225,3 @@ def tokenwise_miscoupling(sweep, sweep_basis, n_tokens, Ks, *, metrics=METRICS, 
                     target = figures[f"abs_{name}"]
                     target[row[-1], index] = np.abs(A[:, :k, :k])
     return {**out, **figures}
-
-
-def layer_profile(M):
-    """How much each layer is coupled with all the others (paper Fig. 15): for each ``l`` the mean
-    of ``M[l, l']`` and ``M[l', l]`` over ``l' != l``.
-
-    Parameters
-    ----------
-    M : (..., L, L) array_like
-
-    Returns
-    -------
-    (..., L) ndarray
-    """
-    M = np.asarray(M, dtype=np.float64)
-    L = M.shape[-1]
-    if L < 2:
-        raise ValueError(f"need at least 2 layers, got {L}")
-    both = M + np.swapaxes(M, -1, -2)
-    diagonal = np.diagonal(both, axis1=-2, axis2=-1)
-    return (both.sum(axis=-1) - diagonal) / (2 * (L - 1))

@@ -1,4 +1,5 @@
-"""Tables of the coupling stage (paper 002): per checkpoint, over training, across models.
+"""Tables of the coupling stage (paper 002): per checkpoint, over training, across models (numpy,
+pandas and statsmodels only: no torch in the table and figure jobs).
 
 Coupling is the negative mis-coupling. A prompt's *mean depth-wise coupling* is the mean of
 ``-M[l, l']`` over the ``L (L - 1)`` ordered layer pairs ``l != l'`` (the diagonal is 0 by
@@ -9,9 +10,7 @@ each token's trajectory, summarized by median and inter-quartile range as in the
 import numpy as np
 import pandas as pd
 
-from crosslayer.coupling import layer_profile
-
-__all__ = ["across_models", "checkpoint_prompts", "fit_table", "load_checkpoint", "summarize_steps"]
+__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "summarize_steps"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 
@@ -105,6 +104,27 @@ def summarize_steps(checkpoints, steps, *, metric):
                     rows["tokenwise"].append({"step": step, "layer": int(l), "other": int(lp), "kind": kind,
                                               "K": int(K), "coupling_mean": np.nanmean(values[:, j][..., off])})
     return {name: pd.DataFrame(table) for name, table in rows.items()}
+
+
+def layer_profile(M):
+    """How much each layer is coupled with all the others (paper Fig. 15): for each ``l`` the mean
+    of ``M[l, l']`` and ``M[l', l]`` over ``l' != l``.
+
+    Parameters
+    ----------
+    M : (..., L, L) array_like
+
+    Returns
+    -------
+    (..., L) ndarray
+    """
+    M = np.asarray(M, dtype=np.float64)
+    L = M.shape[-1]
+    if L < 2:
+        raise ValueError(f"need at least 2 layers, got {L}")
+    both = M + np.swapaxes(M, -1, -2)
+    diagonal = np.diagonal(both, axis1=-2, axis2=-1)
+    return (both.sum(axis=-1) - diagonal) / (2 * (L - 1))
 
 
 def _nanmedian(x):

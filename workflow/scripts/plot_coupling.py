@@ -100,7 +100,7 @@ for col, (name, label) in enumerate((("lss", "line-shape score (≥ 1; 1 = strai
     for step in shown:
         axes[0, col].hist(np.clip(values[step], None, high), bins=40, histtype="step", lw=1.4,
                           label=f"step {format_step(step)}", color="0.5" if step == steps[0] else "C0")
-    axes[0, col].set(xlabel=label, ylabel="tokens")
+    axes[0, col].set(xlabel=f"{label}; beyond the 98th percentile drawn at it", ylabel="tokens")
     axes[0, col].legend(frameon=False, fontsize="small")
     part = plain[plain.K == K_main]
     axes[1, col].plot(part.step, part[f"{name}_median"], marker="o", ms=3, color="C0")
