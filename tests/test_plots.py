@@ -146,3 +146,34 @@ def test_step_grid_hides_unused_panels_and_saves_both_formats(tmp_path):
     assert len(axes) == 5 and sum(ax.get_visible() for ax in fig.axes) == 5 and len(fig.axes) == 8
     save_png_and_pdf(fig, str(tmp_path / "f.png"), dpi=50)
     assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_block_grid_tiles_blocks_with_gaps_and_blanks_missing_cells():
+    import matplotlib.pyplot as plt
+
+    from crosslayer.plots import plot_block_grid
+
+    blocks = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2) + 1
+    blocks[1, 0] = 0  # a cell that does not exist
+    fig, ax = plt.subplots()
+    image = plot_block_grid(ax, blocks, vmax=10.0)
+    canvas = image.get_array()
+    assert canvas.shape == (2 * 3 - 1, 3 * 3 - 1)
+    assert np.array_equal(canvas[:2, 3:5], blocks[0, 1]) and canvas.mask[2].all()  # gap row
+    assert canvas.mask[3:5, 0:2].all()  # the blank cell
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"] and image.get_clim() == (0.0, 10.0)
+    plt.close(fig)
+
+
+def test_trajectories_2d_draws_one_line_per_token_and_colours_by_depth():
+    import matplotlib.pyplot as plt
+
+    from crosslayer.plots import plot_trajectories_2d
+
+    coords = np.random.default_rng(0).normal(size=(4, 3, 2))
+    coords[:, 2] = np.nan  # a padded token
+    fig, ax = plt.subplots()
+    points = plot_trajectories_2d(ax, coords)
+    assert len(ax.lines) == 2 and len(points.get_offsets()) == 8
+    assert np.array_equal(points.get_array(), [0, 0, 1, 1, 2, 2, 3, 3])
+    plt.close(fig)
