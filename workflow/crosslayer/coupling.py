@@ -211,17 +211,15 @@ def tokenwise_miscoupling(sweep, sweep_basis, n_tokens, Ks, *, metrics=METRICS, 
         for t1 in range(t2 + 1):
             J = J2[t1]
             s = torch.linalg.svdvals(J)[:Kmax].double().cpu().numpy()
-            groups = {"fixed_output": (list(range(t2 + 1)), [(u, t2) for u in range(t2 + 1)]),
-                      "fixed_input": (list(range(t1, T)), [(t1, u) for u in range(t1, T)])}
+            # name -> (basis tokens along the row, their (t1, t2) keys, the row's index, drawn in the figure?)
+            groups = {"fixed_output": (range(t2 + 1), [(u, t2) for u in range(t2 + 1)], (t2, t1), t2 == T - 1),
+                      "fixed_input": (range(t1, T), [(t1, u) for u in range(t1, T)], (t1, t2), t1 == 0)}
             if t1 == t2:
-                groups["self"] = (list(range(T)), [(u, u) for u in range(T)])
-            for name, (index, keys) in groups.items():
+                groups["self"] = (range(T), [(u, u) for u in range(T)], (t1,), True)
+            for name, (index, keys, row, drawn) in groups.items():
+                index = list(index)
                 A = coupling_matrices(J, [bases[key] for key in keys]).double().cpu().numpy()  # (n, Kmax, Kmax)
-                m = _all_miscouplings(A, s, Ks, metrics)  # (n_metrics, n_K, n)
-                row = (t1,) if name == "self" else (t2, t1) if name == "fixed_output" else (t1, t2)
-                out[name][(..., *row, index)] = m
-                figure = {"self": t1 == t2, "fixed_input": t1 == 0, "fixed_output": t2 == T - 1}[name]
-                if figure:
-                    target = figures[f"abs_{name}"]
-                    target[row[-1], index] = np.abs(A[:, :k, :k])
+                out[name][(..., *row, index)] = _all_miscouplings(A, s, Ks, metrics)  # (n_metrics, n_K, n)
+                if drawn:  # the figure's grid is indexed by the row's last token and the basis token
+                    figures[f"abs_{name}"][row[-1], index] = np.abs(A[:, :k, :k])
     return {**out, **figures}

@@ -16,7 +16,7 @@ is line 12 of that file), so an error about a prompt can be traced to it.
 import json
 from pathlib import Path
 
-from crosslayer.samples import dataset_texts
+from crosslayer.samples import corpus_paragraphs, dataset_texts
 
 __all__ = ["COT_SUFFIX", "collect_prompts", "file_prompts", "read_prompts", "write_prompts"]
 
@@ -35,8 +35,6 @@ def file_prompts(path):
 
 
 def _corpus_prompts(text_path, n, min_words):
-    from crosslayer.samples import corpus_paragraphs
-
     paragraphs = [p for p in corpus_paragraphs(text_path) if len(p.split()) >= min_words][:n]
     if len(paragraphs) < n:
         raise ValueError(f"the corpus has only {len(paragraphs)} paragraphs of >= {min_words} words; "

@@ -166,6 +166,17 @@ def get_last_coupling_npz():
     ]
 
 
+def get_prompt_file():
+    """The coupling stage's prompt file: relative to the working directory, else to the workflow
+    (the shipped ones); [] for none."""
+    path = config["coupling"]["prompts"]["file"]
+    if not path or Path(path).is_absolute() or Path(path).exists():
+        return path or []
+    return str(Path(workflow.basedir) / path)
+
+
+COUPLING_TABLES = ["steps", "depthwise", "profile", "regularity", "tokenwise"]  # see summarize_coupling
+
 COUPLING_FIGURES = [
     "depthwise",
     "tokenwise",

@@ -5,14 +5,6 @@ COUPLING = config["coupling"]
 PROMPTS = COUPLING["prompts"]
 
 
-def get_prompt_file():
-    """The prompt file: relative to the working directory, else to the workflow (the shipped ones)."""
-    path = PROMPTS["file"]
-    if not path or Path(path).is_absolute() or Path(path).exists():
-        return path or []
-    return str(Path(workflow.basedir) / path)
-
-
 # Hub datasets need the internet, so prompts are prepared where Snakemake runs, never on a node.
 localrules:
     prepare_prompts,
@@ -71,10 +63,7 @@ rule summarize_coupling:
     input:
         npz=every_step("results/coupling/{model}/step{step}.coupling.npz"),
     output:
-        **{
-            name: f"results/coupling/{{model}}/{name}.tsv"
-            for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")
-        },
+        **{name: f"results/coupling/{{model}}/{name}.tsv" for name in COUPLING_TABLES},
     log:
         "logs/summarize_coupling/{model}.log",
     benchmark:
@@ -117,7 +106,7 @@ rule coupling_across_models:
 rule plot_coupling:
     input:
         npz=every_step("results/coupling/{model}/step{step}.coupling.npz"),
-        **{name: rules.summarize_coupling.output[name] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")},
+        **{name: rules.summarize_coupling.output[name] for name in COUPLING_TABLES},
     output:
         depthwise=figure("coupling", "depthwise", "coupling_depthwise"),
         tokenwise=figure("coupling", "tokenwise", "coupling_tokenwise"),
@@ -138,6 +127,7 @@ rule plot_coupling:
         "../../envs/plots.yaml"
     params:
         steps=get_model_steps,
+        tables=COUPLING_TABLES,
         metric=COUPLING["metric"],
         window=COUPLING["window"],
         dpi=config["plots"]["dpi"],

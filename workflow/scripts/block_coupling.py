@@ -25,14 +25,15 @@ if tokenizer is None:
                           model=manifest["model"], revision=manifest.get("revision"), file=manifest["path"])
 model.set_attn_implementation("eager")  # autograd batches eager attention; fused kernels fall back to a loop
 prompts = read_prompts(snakemake.input.prompts)
+prompt_ids = [row["id"] for row in prompts]
 token_ids = [tokenizer(row["text"])["input_ids"][: params.max_tokens] for row in prompts]
 token_wise = params.token_wise
 try:
-    check_prompts([row["id"] for row in prompts], token_ids, context=context_length(model.config),
+    check_prompts(prompt_ids, token_ids, context=context_length(model.config),
                   token=params.token, token_wise_prompts=token_wise["prompts"],
                   token_wise_tokens=token_wise["tokens"])
     result = checkpoint_coupling(
-        model, token_ids, prompt_ids=[row["id"] for row in prompts], Ks=params.Ks, token=params.token,
+        model, token_ids, prompt_ids=prompt_ids, Ks=params.Ks, token=params.token,
         layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
         token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, window=params.window,
         chunk_bytes=params.chunk_mb * 2**20, hold_bytes=params.hold_mb * 2**20,
@@ -41,7 +42,7 @@ except ValueError as err:  # names the prompt (and layer, tokens); add the check
     raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
                           file=manifest["path"]) from err
 result.update(
-    prompt_ids=np.array([row["id"] for row in prompts]), variants=np.array([row["variant"] for row in prompts]),
+    prompt_ids=np.array(prompt_ids), variants=np.array([row["variant"] for row in prompts]),
     n_tokens=np.array([len(ids) for ids in token_ids]), Ks=np.array(sorted(params.Ks)), metrics=np.array(METRICS),
     layer_pairs=np.array(token_wise["layer_pairs"] if token_wise["prompts"] else [], dtype=int).reshape(-1, 2),
     n_params=sum(p.numel() for p in model.parameters()), n_layers=result["depthwise"].shape[-1],

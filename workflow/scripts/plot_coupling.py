@@ -16,7 +16,7 @@ from crosslayer.plots import (format_step, plot_block_grid, plot_depth_profile, 
 model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
                              snakemake.params.metric)
 output, tables = snakemake.output, {name: pd.read_csv(snakemake.input[name], sep="\t")
-                                    for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
+                                    for name in snakemake.params.tables}
 shown = sorted({steps[0], steps[-1]})  # the random-init null (when step 0 is configured) and the last step
 data = {step: load_checkpoint(snakemake.input.npz[steps.index(step)]) for step in shown}
 Ks = [int(k) for k in data[steps[-1]]["Ks"]]
