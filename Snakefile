@@ -1,5 +1,5 @@
 # crosslayer: cross-layer geometry of transformer language models.
-# Stages: checkpoints -> weights -> alignment; prompts -> block Jacobians -> coupling, trajectories;
+# Stages: checkpoints -> weights -> alignment, continuity; prompts -> block Jacobians -> coupling, trajectories;
 # activations -> Jacobians -> spectra; correlation
 # graphs -> communities -> statistics; tables and figures -> report.
 from pathlib import Path
@@ -23,6 +23,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/checkpoints.smk"
 include: "workflow/rules/alignment.smk"
 include: "workflow/rules/coupling.smk"
+include: "workflow/rules/continuity.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/topology.smk"
 

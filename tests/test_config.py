@@ -23,6 +23,7 @@ def config_with(**model):
         "topology": {"activate": True, "k": 10},
         "coupling": {"activate": True, "Ks": [4, 8], "window": 5, "scores": None,
                      "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
+        "continuity": {"activate": True, "pca_components": 3},
     }
 
 
@@ -69,6 +70,8 @@ def test_reference_step_configured_or_middle():
         ({}, coupling(window=9), r"coupling\.window: 9 is longer than the 7 states of a trajectory of models\.m"),
         ({}, coupling(token_wise={"layer_pairs": [[0, 6]], "prompts": 1}),
          r"coupling\.token_wise\.layer_pairs: \[\[0, 6\]\] must be layers below 6"),
+        ({}, {"continuity": {"activate": True, "pca_components": 6}},
+         r"continuity\.pca_components: 6 must be below the number of layers of models\.m \(6 layers"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),

@@ -177,3 +177,51 @@ def test_trajectories_2d_draws_one_line_per_token_and_colours_by_depth():
     assert len(ax.lines) == 2 and len(points.get_offsets()) == 8
     assert np.array_equal(points.get_array(), [0, 0, 1, 1, 2, 2, 3, 3])
     plt.close(fig)
+
+
+def _continuity_table(step, values):
+    """A checkpoint table of two present projections and an absent gate."""
+    return pd.DataFrame({"step": step, "projection": ["q", "gate", "o"], "present": [True, False, True],
+                         "u1": [values[0], np.nan, values[1]], "v1": [values[1], np.nan, values[0]],
+                         "baseline_u": [0.1, np.nan, 0.2], "baseline_v": [0.2, np.nan, 0.1]})
+
+
+def test_continuity_bars_group_steps_per_present_projection(ax):
+    from crosslayer.plots import plot_continuity_bars
+
+    tables = [_continuity_table(0, (0.1, 0.2)), _continuity_table(8, (0.5, 0.7))]
+    bars = plot_continuity_bars(ax, tables, space="u", labels=["init", "step 8"], order=["q", "k", "gate", "o"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Q", "O"]  # gate absent, k not in the tables
+    assert len(bars) == 2 and [b.get_height() for b in bars[1]] == [0.5, 0.7]
+    assert bars[0][0].get_alpha() < bars[1][0].get_alpha()  # the first step is the faded one
+    np.testing.assert_allclose(ax.collections[0].get_segments()[1][:, 1], [0.2, 0.2])  # o's baseline tick
+
+
+def test_continuity_over_training_one_line_per_present_projection(ax):
+    from crosslayer.plots import plot_continuity_over_training, projection_colors
+
+    table = pd.concat([_continuity_table(step, (0.1 * i, 0.2 * i)) for i, step in enumerate([0, 4, 16])])
+    lines = plot_continuity_over_training(ax, table, space="v", colors=projection_colors(["q", "gate", "o"]))
+    assert [line.get_label() for line in lines] == ["Q", "O"]
+    assert list(lines[1].get_xdata()) == [0, 4, 16] and np.allclose(lines[1].get_ydata(), [0.0, 0.1, 0.2])
+    assert ax.get_xscale() == "symlog" and ax.get_ylim() == (0, 1)
+
+
+def test_adjacent_cosines_one_point_per_layer_pair(ax):
+    from crosslayer.plots import plot_adjacent_cosines
+
+    lines = plot_adjacent_cosines(ax, {"q": [0.1, 0.5, 0.9], "ov": [0.2, 0.2, 0.3]}, colors={"q": "C0", "ov": "C1"})
+    assert [line.get_label() for line in lines] == ["Q", "OV"]
+    assert list(lines[0].get_xdata()) == [0.5, 1.5, 2.5] and list(lines[0].get_ydata()) == [0.1, 0.5, 0.9]
+
+
+def test_trajectory_3d_colours_points_by_layer():
+    from crosslayer.plots import plot_trajectory_3d
+
+    fig = plt.figure()
+    ax = fig.add_subplot(projection="3d")
+    coords = np.random.default_rng(0).normal(size=(5, 3))
+    points = plot_trajectory_3d(ax, coords)
+    assert np.array_equal(points.get_array(), np.arange(5)) and len(ax.lines) == 1
+    np.testing.assert_allclose(ax.lines[0].get_data_3d()[2], coords[:, 2])
+    plt.close(fig)

@@ -58,3 +58,15 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("plot_dynamics") == len(models)
     assert jobs.get("prepare_samples") == 1  # one WikiText-2 sample file shared by every checkpoint
     assert "train_model" not in jobs and "prepare_corpus" not in jobs  # nothing trained, no offline corpus
+
+
+@pytest.mark.workflow
+def test_continuity_suite_builds_its_dag_offline(tmp_path):
+    suite = SUITES / "continuity.yaml"
+    models = yaml.safe_load(suite.read_text())["models"]
+    jobs = planned_jobs(dry_run(tmp_path, suite))
+    checkpoints = 1 + 1 + 1 + 6  # Llama 3.1 8B and 70B, GPT-2 XL final; Pythia 1.4B at six steps
+    assert jobs.get("download_checkpoint") == jobs.get("projection_continuity") == checkpoints
+    assert jobs.get("plot_continuity") == jobs.get("summarize_continuity") == len(models) == 4
+    assert jobs.get("continuity_table") == 1
+    assert not {"block_coupling", "block_jacobians", "train_model"} & set(jobs)  # the other papers' stages are off

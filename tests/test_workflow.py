@@ -192,7 +192,7 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
     # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling; overviews: alignment, topology, 2 coupling
-    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7) + 4
+    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7 + 4) + 4  # per model: alignment, loss, dynamics, topology, coupling, continuity
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -243,6 +243,39 @@ def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"block_coupling": 8, "summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
                     "plot_coupling_models": 1, "all": 1}
+
+
+def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):
+    change = overlay(tmp_path / "erank.yaml", "continuity: {erank_power: 1}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"projection_continuity": 8, "summarize_continuity": 2, "continuity_table": 1,
+                    "plot_continuity": 2, "all": 1}
+
+
+@pytest.mark.parametrize("model, names", [
+    ("tiny-gelu", {"o": "attention.dense", "down": "mlp.dense_4h_to_h", "up": "mlp.dense_h_to_4h"}),
+    ("tiny-swiglu", {"o": "self_attn.o_proj", "down": "mlp.down_proj", "gate": "mlp.gate_proj",
+                     "q": "self_attn.q_proj"}),
+])
+def test_continuity_matches_an_independent_recomputation_from_the_saved_model(tiny_run, model, names):
+    # Independent path: transformers builds the model, numpy's float64 SVD of each module's weight.
+    from crosslayer.continuity import expected_abs_cosine
+
+    manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
+    live = AutoModelForCausalLM.from_pretrained(manifest["path"])
+    table = pd.read_csv(tiny_run / f"results/continuity/{model}/step16.tsv", sep="\t", index_col="projection")
+    for name, module in names.items():
+        svd = [np.linalg.svd(block.get_submodule(module).weight.detach().double().numpy()) for block in
+               live.base_model.layers]
+        cu = np.mean([abs(a[0][:, 0] @ b[0][:, 0]) for a, b in zip(svd, svd[1:])])
+        cv = np.mean([abs(a[2][0] @ b[2][0]) for a, b in zip(svd, svd[1:])])
+        assert table.loc[name, "u1"] == pytest.approx(cu, abs=1e-5) and table.loc[name, "v1"] == pytest.approx(cv, abs=1e-5)
+        assert table.loc[name, "baseline_u"] == pytest.approx(expected_abs_cosine(svd[0][0].shape[0]))
+    assert table.loc["gate", "present"] == (model == "tiny-swiglu")  # GELU MLP: reported absent, not zero
+    table2 = pd.read_csv(tiny_run / "results/continuity/table2.tsv", sep="\t")
+    assert table2[["model", "step"]].values.tolist() == [[m, s] for m in ("tiny-gelu", "tiny-swiglu") for s in (0, 4, 8, 16)]
+    row = table2[(table2["model"] == model) & (table2["step"] == 16)].iloc[0]
+    assert row["o.u1"] == pytest.approx(table.loc["o", "u1"]) and np.isnan(row["gate.v1"]) == (model == "tiny-gelu")
 
 
 @pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])

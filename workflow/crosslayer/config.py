@@ -200,6 +200,10 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
         if coupling["window"] > n_layers + 1:
             raise ValueError(f"coupling.window: {coupling['window']} is longer than the {n_layers + 1} states of a "
                              f"trajectory of {where}")
+    continuity = config["continuity"]
+    if continuity["activate"] and continuity["pca_components"] >= n_layers:
+        raise ValueError(f"continuity.pca_components: {continuity['pca_components']} must be below the number of "
+                         f"layers of {where} (L principal vectors span at most L - 1 centred directions)")
     bounds = config["dynamics"]["regime_boundaries"]
     if config["dynamics"]["activate"] and bounds is not None and bounds[1] > n_layers:
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")

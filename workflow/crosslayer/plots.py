@@ -23,6 +23,12 @@ __all__ = [
     "depth_colors",
     "plot_block_grid",
     "plot_trajectories_2d",
+    "CONTINUITY_SPACES",
+    "projection_colors",
+    "plot_continuity_bars",
+    "plot_continuity_over_training",
+    "plot_adjacent_cosines",
+    "plot_trajectory_3d",
 ]
 
 SPACE_LABELS = {"left": "output space $U$", "right": "input space $V$", "cross": "$U_l$ vs $V_{l+1}$"}
@@ -376,4 +382,109 @@ def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
             ax.plot(coords[:, t, 0], coords[:, t, 1], color="0.7", lw=0.6, zorder=1)
     points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2)
     ax.set(xlabel="PC 1", ylabel="PC 2")
+    return points
+
+
+# --------------------------------------------------------------------------- continuity (paper 003)
+
+CONTINUITY_SPACES = {"v": "input space $v_1$", "u": "output space $u_1$"}
+
+
+def projection_colors(names):
+    """A fixed colour per projection name (tab10 in the order given)."""
+    cmap = mpl.colormaps["tab10"]
+    return {name: cmap(i % 10) for i, name in enumerate(names)}
+
+
+def _present(table):
+    return table[table["present"].astype(bool)]
+
+
+def plot_continuity_bars(ax, tables, *, space, labels, order):
+    """Continuity per projection as grouped bars, one bar per table (e.g. step 0 and the last
+    step), with each projection's random baseline ``E|cos|`` as a black tick over its group.
+
+    Parameters
+    ----------
+    tables : list of DataFrame
+        Checkpoint tables (:func:`crosslayer.continuity.checkpoint_summary`).
+    space : {"u", "v"}
+    labels : list of str
+        Legend label per table.
+    order : sequence of str
+        Projection order; absent projections are left out.
+
+    Returns
+    -------
+    list of matplotlib.container.BarContainer
+    """
+    names = [name for name in order if name in set(_present(tables[-1])["projection"])]
+    width = 0.8 / len(tables)
+    x = np.arange(len(names))
+    bars = []
+    for i, (table, label) in enumerate(zip(tables, labels)):
+        values = _present(table).set_index("projection")[f"{space}1"].reindex(names)
+        bars.append(ax.bar(x - 0.4 + width * (i + 0.5), values, width, label=label, color=f"C{i}",
+                           alpha=0.45 if i < len(tables) - 1 else 1.0))
+    baseline = _present(tables[-1]).set_index("projection")[f"baseline_{space}"].reindex(names)
+    ax.hlines(baseline, x - 0.45, x + 0.45, color="k", lw=1.5, label="random $E|\\cos|$")
+    ax.set_xticks(x, [name.capitalize() if name != "ov" else "OV" for name in names])
+    ax.set(ylim=(0, 1), ylabel=f"continuity, {CONTINUITY_SPACES[space]}")
+    return bars
+
+
+def plot_continuity_over_training(ax, steps_table, *, space, colors):
+    """Continuity of each present projection against the training step, over a grey band
+    spanning the projections' random baselines. Returns the lines."""
+    table = _present(steps_table)
+    lines = []
+    for name, color in colors.items():
+        part = table[table["projection"] == name].sort_values("step")
+        if len(part):
+            lines.append(ax.plot(part["step"], part[f"{space}1"], marker="o", ms=3, color=color,
+                                 label=name.capitalize() if name != "ov" else "OV")[0])
+    low, high = table[f"baseline_{space}"].min(), table[f"baseline_{space}"].max()
+    ax.axhspan(low, max(high, low * 1.02), color="0.85", lw=0, zorder=0, label="random $E|\\cos|$")
+    set_step_axis(ax, table["step"].unique())
+    ax.set(ylim=(0, 1), ylabel=f"continuity, {CONTINUITY_SPACES[space]}")
+    return lines
+
+
+def plot_adjacent_cosines(ax, cosines, *, colors):
+    """``|cos|`` of each adjacent layer pair, one line per projection.
+
+    Parameters
+    ----------
+    cosines : dict of str to (L - 1,) array_like
+    colors : dict of str to colour
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+    """
+    lines = []
+    for name, values in cosines.items():
+        values = np.asarray(values, dtype=float)
+        lines.append(ax.plot(np.arange(len(values)) + 0.5, values, marker="o", ms=3, color=colors[name],
+                             label=name.capitalize() if name != "ov" else "OV")[0])
+    ax.set(ylim=(0, 1), xlabel="layer pair (l, l + 1) at l + 0.5", ylabel="$|\\cos|$ of adjacent layers")
+    return lines
+
+
+def plot_trajectory_3d(ax, coords, *, cmap="viridis"):
+    """Principal vectors of every layer on three principal components, joined in depth order
+    and coloured by layer (the paper's Figs 4 and 5); `ax` is a 3-D Axes.
+
+    Parameters
+    ----------
+    coords : (L, 3) array_like
+
+    Returns
+    -------
+    mpl_toolkits.mplot3d.art3d.Path3DCollection
+    """
+    coords = np.asarray(coords, dtype=float)
+    ax.plot(*coords.T, color="0.6", lw=0.8)
+    points = ax.scatter(*coords.T, c=np.arange(len(coords)), cmap=cmap, s=14, depthshade=False)
+    ax.set(xlabel="PC 1", ylabel="PC 2", zlabel="PC 3", xticks=[], yticks=[], zticks=[])
     return points

@@ -188,6 +188,9 @@ COUPLING_FIGURES = [
 ]  # see plot_coupling
 
 
+CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -242,6 +245,19 @@ def get_final_output():
                 ),
             ]
             if config["coupling"]["activate"]
+            else []
+        ),
+        *(
+            [
+                "results/continuity/table2.tsv",
+                *expand(
+                    "results/figures/continuity/{model}.{figure}.{ext}",
+                    model=MODELS,
+                    figure=CONTINUITY_FIGURES,
+                    ext=["png", "pdf"],
+                ),
+            ]
+            if config["continuity"]["activate"]
             else []
         ),
         *(

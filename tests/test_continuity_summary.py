@@ -1,0 +1,32 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from crosslayer.continuity_summary import TABLE2_ORDER, steps_table, table2
+
+
+def _checkpoint(offset, gate=True):
+    names = list(TABLE2_ORDER)
+    present = [gate or name != "gate" for name in names]
+    return pd.DataFrame({"projection": names, "present": present,
+                         "u1": [offset + i / 100 if p else np.nan for i, p in enumerate(present)],
+                         "v1": [offset + i / 10 if p else np.nan for i, p in enumerate(present)]})
+
+
+def test_steps_table_stacks_checkpoints():
+    table = steps_table([_checkpoint(0.0), _checkpoint(0.5)], [0, 100])
+    assert list(table.columns[:2]) == ["step", "projection"] and len(table) == 2 * len(TABLE2_ORDER)
+    assert table.loc[table["step"] == 100, "u1"].iloc[0] == 0.5
+    with pytest.raises(ValueError, match="2 tables for 1 steps"):
+        steps_table([_checkpoint(0.0), _checkpoint(0.5)], [0])
+
+
+def test_table2_one_row_per_model_and_step_in_paper_order():
+    steps = {"a": steps_table([_checkpoint(0.0), _checkpoint(0.5)], [0, 100]),
+             "b": steps_table([_checkpoint(0.2, gate=False)], [7])}
+    out = table2(steps)
+    assert list(out.columns[:6]) == ["model", "step", "q.v1", "q.u1", "k.v1", "k.u1"]
+    assert list(out.columns[-2:]) == ["ov.v1", "ov.u1"]
+    assert out[["model", "step"]].values.tolist() == [["a", 0], ["a", 100], ["b", 7]]
+    assert out.loc[1, "down.u1"] == pytest.approx(0.5 + TABLE2_ORDER.index("down") / 100)
+    assert np.isnan(out.loc[2, "gate.v1"]) and out.loc[2, "up.v1"] == pytest.approx(0.2 + 0.3)

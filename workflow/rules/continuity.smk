@@ -1,0 +1,94 @@
+# Geometric continuity of each projection's principal singular vectors across depth (paper 003).
+CONTINUITY = config["continuity"]
+
+
+rule projection_continuity:
+    input:
+        manifest="results/checkpoints/{model}/step{step}.json",
+    output:
+        npz="results/continuity/{model}/step{step}.npz",
+        table="results/continuity/{model}/step{step}.tsv",
+    log:
+        "logs/projection_continuity/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/projection_continuity/{model}/step{step}.tsv"
+    conda:
+        "../../envs/weights.yaml"
+    threads: CONTINUITY["threads"]
+    resources:
+        gpu=get_gpu_request(CONTINUITY["device"]),
+    params:
+        projections=CONTINUITY["projections"],
+        erank_power=CONTINUITY["erank_power"],
+        pca_components=CONTINUITY["pca_components"],
+        baseline_draws=CONTINUITY["baseline_draws"],
+        seed=CONTINUITY["seed"],
+        device=CONTINUITY["device"],
+    script:
+        "../scripts/projection_continuity.py"
+
+
+rule summarize_continuity:
+    input:
+        tables=every_step("results/continuity/{model}/step{step}.tsv"),
+    output:
+        steps="results/continuity/{model}/steps.tsv",
+    log:
+        "logs/summarize_continuity/{model}.log",
+    benchmark:
+        "benchmarks/summarize_continuity/{model}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        steps=get_model_steps,
+    script:
+        "../scripts/summarize_continuity.py"
+
+
+rule continuity_table:
+    input:
+        steps=expand("results/continuity/{model}/steps.tsv", model=MODELS),
+    output:
+        table2=report(
+            "results/continuity/table2.tsv",
+            caption="../report/continuity_table2.rst",
+            category="Continuity",
+            subcategory="Tables",
+            labels={"table": "Table 2"},
+        ),
+    log:
+        "logs/continuity_table.log",
+    benchmark:
+        "benchmarks/continuity_table.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        models=list(MODELS),
+    script:
+        "../scripts/continuity_table.py"
+
+
+rule plot_continuity:
+    input:
+        steps=rules.summarize_continuity.output.steps,
+        npz=every_step("results/continuity/{model}/step{step}.npz"),
+    output:
+        bars=figure("continuity", "bars", "continuity_bars"),
+        over_training=figure("continuity", "over_training", "continuity_over_training"),
+        layers=figure("continuity", "layers", "continuity_layers"),
+        pca=figure("continuity", "pca", "continuity_pca"),
+        pdfs=expand(
+            "results/figures/continuity/{{model}}.{figure}.pdf",
+            figure=CONTINUITY_FIGURES,
+        ),
+    log:
+        "logs/plot_continuity/{model}.log",
+    benchmark:
+        "benchmarks/plot_continuity/{model}.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        steps=get_model_steps,
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_continuity.py"
