@@ -7,6 +7,9 @@
 ``memory``  peak RSS of the weight analysis of a whole checkpoint, read one layer at a time,
             for a synthetic checkpoint of a given shape (default: Pythia-1.4B's), next to the
             one-layer formula.
+``continuity`` time and peak memory of paper 003's continuity stage on a synthetic Llama-shaped
+            checkpoint (default: Llama-3.1-8B's layer shapes, 3 layers, projected to 32), and the
+            float32 SVD seconds of each projection shape.
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
 ``jacobian`` seconds per single-token block Jacobian (paper 004) of a Llama-style (SwiGLU,
             d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
@@ -97,38 +100,38 @@ def bench_svd(dims=(1024, 2048), k=10, repeat=3, threads=None):
             )
 
 
-def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, seed=0):
-    """A GPT-NeoX checkpoint of the given shape with random float16 weights, one safetensors
-    shard per layer (no embeddings: weight analyses never read them)."""
+def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, n_kv_heads=None, family="gpt_neox", seed=0):
+    """A GPT-NeoX or Llama checkpoint of the given shape with random float16 weights, one
+    safetensors shard per layer (no embeddings: weight analyses never read them)."""
     import torch
     from safetensors.torch import save_file
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    config = {
-        "model_type": "gpt_neox",
-        "architectures": ["GPTNeoXForCausalLM"],
-        "hidden_size": d_model,
-        "intermediate_size": d_ff,
-        "num_hidden_layers": n_layers,
-        "num_attention_heads": n_heads,
-        "vocab_size": 1024,
-        "use_parallel_residual": True,
-        "hidden_act": "gelu",
-    }
+    n_kv_heads = n_kv_heads or n_heads
+    kv = d_model // n_heads * n_kv_heads
+    if family == "gpt_neox":
+        config = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "use_parallel_residual": True,
+                  "hidden_act": "gelu"}
+        prefix = "gpt_neox.layers.{layer}"
+        shapes = {"attention.query_key_value.weight": (3 * d_model, d_model), "attention.dense.weight": (d_model, d_model),
+                  "mlp.dense_h_to_4h.weight": (d_ff, d_model), "mlp.dense_4h_to_h.weight": (d_model, d_ff)}
+    else:
+        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": n_kv_heads,
+                  "hidden_act": "silu"}
+        prefix = "model.layers.{layer}"
+        shapes = {"self_attn.q_proj.weight": (d_model, d_model), "self_attn.k_proj.weight": (kv, d_model),
+                  "self_attn.v_proj.weight": (kv, d_model), "self_attn.o_proj.weight": (d_model, d_model),
+                  "mlp.gate_proj.weight": (d_ff, d_model), "mlp.up_proj.weight": (d_ff, d_model),
+                  "mlp.down_proj.weight": (d_model, d_ff)}
+    config |= {"hidden_size": d_model, "intermediate_size": d_ff, "num_hidden_layers": n_layers,
+               "num_attention_heads": n_heads, "vocab_size": 1024}
     (path / "config.json").write_text(json.dumps(config))
     gen = torch.Generator().manual_seed(seed)
     weight_map = {}
     for layer in range(n_layers):
-        prefix = f"gpt_neox.layers.{layer}"
-        shapes = {
-            "attention.query_key_value.weight": (3 * d_model, d_model),
-            "attention.dense.weight": (d_model, d_model),
-            "mlp.dense_h_to_4h.weight": (d_ff, d_model),
-            "mlp.dense_4h_to_h.weight": (d_model, d_ff),
-        }
         tensors = {
-            f"{prefix}.{name}": (torch.randn(shape, generator=gen) / shape[1] ** 0.5).half()
+            f"{prefix.format(layer=layer)}.{name}": (torch.randn(shape, generator=gen) / shape[1] ** 0.5).half()
             for name, shape in shapes.items()
         }
         shard = f"model-{layer:05d}.safetensors"
@@ -142,9 +145,9 @@ _MEASURE = """
 import json, resource, sys, threading, time
 import torch
 torch.set_num_threads({threads})
-from crosslayer.alignment import align_checkpoint
+{imports}
 from crosslayer.adapters import open_checkpoint
-from transformers import AutoConfig  # the lazy imports of align_checkpoint, counted as imports
+from transformers import AutoConfig  # the lazy imports of the analysis, counted as imports
 import tqdm
 
 def status():  # resident anonymous memory and resident pages of mapped files, in KiB
@@ -159,12 +162,21 @@ def sample():
         peak[:] = [max(p, v) for p, v in zip(peak, status())]
 threading.Thread(target=sample, daemon=True).start()
 start = time.perf_counter()
-align_checkpoint({{"path": sys.argv[1], "model": "synthetic", "revision": "bench", "step": 0}}, k={k})
+manifest = {{"path": sys.argv[1], "model": "synthetic", "revision": "bench", "step": 0}}
+{call}
 seconds = time.perf_counter() - start
 done.set()
 print(json.dumps({{"anon_after_imports": anon_after_imports, "peak_anon": peak[0], "peak_file": peak[1],
                   "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "seconds": seconds}}))
 """
+
+
+def _measure(ckpt, threads, imports, call):
+    """Run ``call`` on checkpoint `ckpt` in a fresh process; its time and memory (see _MEASURE)."""
+    code = _MEASURE.format(threads=threads, imports=imports, call=call)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow"), "OMP_NUM_THREADS": str(threads)}
+    out = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, env=env, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads=2, workdir=None):
@@ -173,10 +185,8 @@ def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads
     try:
         ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads)
         size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
-        code = _MEASURE.format(threads=threads, k=k)
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "workflow"), "OMP_NUM_THREADS": str(threads)}
-        out = subprocess.run([sys.executable, "-c", code, str(ckpt)], capture_output=True, text=True, env=env, check=True)
-        measured = json.loads(out.stdout.strip().splitlines()[-1])
+        measured = _measure(ckpt, threads, "from crosslayer.alignment import align_checkpoint",
+                            f"align_checkpoint(manifest, k={k})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # One layer beyond the memory map: up + down as float16 copies out of the file and their
@@ -191,6 +201,49 @@ def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads
           f" {per_layer:>18.0f} {whole:>17.0f}")
     print(f"peak resident pages of the memory-mapped weights: {mib['peak_file']:.0f} MiB (page cache, reclaimable);"
           f" peak RSS in all: {mib['peak_rss']:.0f} MiB; {measured['seconds']:.1f} s")
+
+
+def bench_continuity(d_model=4096, n_layers=3, d_ff=14336, n_heads=32, n_kv_heads=8, full_layers=32, threads=2,
+                     device="cpu", workdir=None):
+    """Print time and peak memory of the continuity stage (paper 003) on a synthetic Llama-shaped
+    checkpoint (default: Llama-3.1-8B's layer), read one layer at a time, projected to
+    `full_layers`; and the SVD seconds of each projection shape."""
+    import torch
+
+    torch.set_num_threads(threads)
+    kv = d_model // n_heads * n_kv_heads
+    # wide matrices (K, V, Down) are decomposed as their transposes, as the stage does: LAPACK is ~3x faster on tall ones
+    shapes = {"q, o, ov": (d_model, d_model), "k^T, v^T": (d_model, kv), "gate, up": (d_ff, d_model), "down^T": (d_ff, d_model)}
+    print(f"continuity SVDs (float32, torch.linalg.svd on {device}, {threads} threads), seconds:")
+    def svd(W):
+        torch.linalg.svd(W, full_matrices=False)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    per_layer = 0.0
+    for names, shape in shapes.items():
+        W = torch.randn(shape, device=device)
+        svd(W)  # warm-up (CUDA: library load)
+        seconds, _ = _timed(lambda: svd(W), 1)
+        per_layer += seconds * len(names.split(", "))
+        print(f"{names:>9} {str(shape):>14} {seconds:>8.2f}")
+    print(f"sum over the 8 projections of one layer: {per_layer:.1f} s; x {full_layers} layers: {per_layer * full_layers / 60:.1f} min")
+    tmp = Path(workdir or tempfile.mkdtemp(prefix="crosslayer-bench-"))
+    try:
+        ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads,
+                                          n_kv_heads=n_kv_heads, family="llama")
+        size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
+        measured = _measure(ckpt, threads, "from crosslayer.continuity import checkpoint_summary, continuity_checkpoint",
+                            f"checkpoint_summary(continuity_checkpoint(manifest, device={device!r}), "
+                            f"n_components={min(3, n_layers - 1)}, draws=1000)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    mib = {key: value / 1024 for key, value in measured.items() if key != "seconds"}
+    print(f"whole stage on a synthetic Llama checkpoint: d={d_model}, d_ff={d_ff}, {n_heads}/{n_kv_heads} heads, "
+          f"{n_layers} layers, {size:.0f} MiB on disk: {measured['seconds']:.1f} s ({measured['seconds'] / n_layers:.1f} s "
+          f"per layer; {measured['seconds'] / n_layers * full_layers / 60:.1f} min projected to {full_layers} layers)")
+    print(f"anonymous memory: {mib['anon_after_imports']:.0f} MiB after imports, peak {mib['peak_anon']:.0f} MiB; "
+          f"peak RSS {mib['peak_rss']:.0f} MiB")
 
 
 def bench_e2e(cores=2):
@@ -502,6 +555,13 @@ def main(argv=None):
     mem.add_argument("--d-model", type=int, default=2048)
     mem.add_argument("--n-layers", type=int, default=24)
     mem.add_argument("--d-ff", type=int, default=8192)
+    cont = sub.add_parser("continuity")
+    cont.add_argument("--d-model", type=int, default=4096)
+    cont.add_argument("--n-layers", type=int, default=3, help="layers written and analysed (projected to --full-layers)")
+    cont.add_argument("--d-ff", type=int, default=14336)
+    cont.add_argument("--full-layers", type=int, default=32)
+    cont.add_argument("--threads", type=int, default=2)
+    cont.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     e2e = sub.add_parser("e2e")
     e2e.add_argument("--cores", type=int, default=2)
     jac = sub.add_parser("jacobian")
@@ -531,6 +591,9 @@ def main(argv=None):
         bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
     if args.what in (None, "memory"):
         bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers, "d_ff": args.d_ff}))
+    if args.what == "continuity":
+        bench_continuity(d_model=args.d_model, n_layers=args.n_layers, d_ff=args.d_ff, full_layers=args.full_layers,
+                         threads=args.threads, device=args.device)
     if args.what == "e2e":
         bench_e2e(args.cores)
     if args.what == "jacobian":

@@ -43,6 +43,7 @@ __all__ = [
     "principal_pca",
     "random_evr_baseline",
     "sign_aligned",
+    "stack_continuity",
     "weighted_alignment",
 ]
 
@@ -104,12 +105,14 @@ def weighted_alignment(bases_a, bases_b, s_a):
     -------
     float in [0, 1]; ``|<a_1, b_1>|`` when layer l has rank 1.
     """
-    a, b, s = (torch.as_tensor(x, dtype=torch.float64) for x in (bases_a, bases_b, s_a))
+    a, b = torch.as_tensor(bases_a), torch.as_tensor(bases_b)
+    s = torch.as_tensor(s_a, dtype=torch.float64, device=a.device)
     if a.ndim != 2 or a.shape != b.shape or s.shape != (a.shape[1],):
         raise ValueError(f"need bases (n, r) of equal shape and s (r,), got {tuple(a.shape)}, {tuple(b.shape)}, "
                          f"{tuple(s.shape)}")
+    dots = torch.linalg.vecdot(a, b.to(a.dtype), dim=0).double()  # no (n, r) temporary: Gate's U is 235 MB at 8B
     w = s**2 / (s**2).sum()
-    return float((w * (a * b).sum(0).abs()).sum().clamp(0.0, 1.0))
+    return float((w * dots.abs()).sum().clamp(0.0, 1.0))
 
 
 def sign_aligned(vectors):
@@ -185,6 +188,46 @@ def ov_composite(o, v, *, n_heads, n_kv_heads):
     return o_grouped.reshape(o.shape[0], -1) @ v
 
 
+def stack_continuity(stack, *, erank_power=2, vectors=False):
+    """Continuity statistics of a stack of matrices held at once, from one batched SVD.
+
+    Parameters
+    ----------
+    stack : (L, m, n) torch.Tensor or array_like
+        One matrix per layer (e.g. the toy model's weights or gradients), L >= 2.
+    erank_power : {1, 2}
+    vectors : bool, default=False
+        Also return the principal vectors ``u1_vectors`` (L, m) and ``v1_vectors`` (L, n)
+        (None when a layer is all zero).
+
+    Returns
+    -------
+    dict of float
+        ``u1``, ``v1`` (continuity), ``wa_u``, ``wa_v`` (sigma^2-weighted alignment, means over
+        the L - 1 pairs), ``erank`` (mean over layers); all NaN when a layer is all zero or
+        the stack holds NaN/Inf (a diverged run).
+    """
+    W = torch.as_tensor(stack).to(torch.float32)
+    if W.ndim != 3 or W.shape[0] < 2:
+        raise ValueError(f"`stack` must be (L >= 2, m, n), got shape {tuple(W.shape)}")
+    keys = ("u1", "v1", "wa_u", "wa_v", "erank")
+    if not bool(torch.isfinite(W).all()):
+        return dict.fromkeys(keys, math.nan) | ({"u1_vectors": None, "v1_vectors": None} if vectors else {})
+    U, s, Vh = torch.linalg.svd(W, full_matrices=False)  # (L, m, r), (L, r), (L, r, n)
+    if not bool((s[:, 0] > 0).all()):
+        return dict.fromkeys(keys, math.nan) | ({"u1_vectors": None, "v1_vectors": None} if vectors else {})
+    U, s, Vh = U.double().cpu(), s.double().cpu(), Vh.double().cpu()
+    w = s[:-1] ** 2 / (s[:-1] ** 2).sum(-1, keepdim=True)  # anchored to the earlier layer of each pair
+    out = {} if not vectors else {"u1_vectors": U[:, :, 0].numpy(), "v1_vectors": Vh[:, 0].numpy()}
+    return out | {
+        "u1": float(adjacent_cosines(U[:, :, 0].numpy()).mean()),
+        "v1": float(adjacent_cosines(Vh[:, 0].numpy()).mean()),
+        "wa_u": float((w * (U[:-1] * U[1:]).sum(-2).abs()).sum(-1).mean()),
+        "wa_v": float((w * (Vh[:-1] * Vh[1:]).sum(-1).abs()).sum(-1).mean()),
+        "erank": float(np.mean([effective_rank(row, power=erank_power) for row in s.numpy()])),
+    }
+
+
 def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, device="cpu", progress=None):
     """SVD of every layer's projections, streamed one layer at a time.
 
@@ -221,7 +264,11 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
             if name not in weights:
                 continue
             W = weights[name].to(device=device, dtype=torch.float32)
-            U, s, Vh = torch.linalg.svd(W, full_matrices=False)
+            if W.shape[0] < W.shape[1]:  # LAPACK is faster on tall matrices: 3.2x for Down at Llama-3.1-8B's shape (2 cores)
+                V, s, Uh = torch.linalg.svd(W.T, full_matrices=False)
+                U, Vh = Uh.T, V.T
+            else:
+                U, s, Vh = torch.linalg.svd(W, full_matrices=False)
             if not torch.isfinite(s).all():
                 raise ValueError(f"layer {layer} projection '{name}': SVD is not finite")
             row = rows.setdefault(name, {"u1": [], "v1": [], "s": [], "wa_u": [], "wa_v": []})
