@@ -7,7 +7,7 @@ from scipy.special import gamma
 
 from crosslayer.continuity import (PROJECTIONS, adjacent_cosines, checkpoint_continuity, checkpoint_summary,
                                    expected_abs_cosine, ov_composite, principal_pca, random_evr_baseline,
-                                   sign_aligned, weighted_alignment)
+                                   sign_aligned, stack_continuity, weighted_alignment)
 from tiny_families import tiny_model
 
 
@@ -208,3 +208,15 @@ def test_every_family_from_its_saved_checkpoint(family, tmp_path):
     ov = [ov_composite(x["o"], x["v"], n_heads=g.n_heads, n_kv_heads=g.n_kv_heads).double().numpy() for x in w]
     np.testing.assert_allclose(result["ov.s"], [np.linalg.svd(m, compute_uv=False) for m in ov], rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_equals_cpu():
+    mats = _stack(9, L=5, shape=(40, 24))
+    keys = ["u1", "v1", "wa_u", "wa_v", "erank"]
+    cpu = _table(_run(mats), draws=5).set_index("projection").loc["q", keys].astype(float)
+    gpu = _table(_run(mats, device="cuda"), draws=5).set_index("projection").loc["q", keys].astype(float)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-5)
+    stack = torch.stack(mats)
+    for key, value in stack_continuity(stack.cuda()).items():
+        assert value == pytest.approx(stack_continuity(stack)[key], rel=1e-5)
