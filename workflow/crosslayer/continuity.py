@@ -210,20 +210,20 @@ def stack_continuity(stack, *, erank_power=2, vectors=False):
     W = torch.as_tensor(stack).to(torch.float32)
     if W.ndim != 3 or W.shape[0] < 2:
         raise ValueError(f"`stack` must be (L >= 2, m, n), got shape {tuple(W.shape)}")
-    keys = ("u1", "v1", "wa_u", "wa_v", "erank")
+    failed = dict.fromkeys(("u1", "v1", "wa_u", "wa_v", "erank"), math.nan)
+    failed |= {"u1_vectors": None, "v1_vectors": None} if vectors else {}
     if not bool(torch.isfinite(W).all()):
-        return dict.fromkeys(keys, math.nan) | ({"u1_vectors": None, "v1_vectors": None} if vectors else {})
-    U, s, Vh = torch.linalg.svd(W, full_matrices=False)  # (L, m, r), (L, r), (L, r, n)
+        return failed
+    U, s, Vh = (x.double().cpu() for x in torch.linalg.svd(W, full_matrices=False))  # (L, m, r), (L, r), (L, r, n)
     if not bool((s[:, 0] > 0).all()):
-        return dict.fromkeys(keys, math.nan) | ({"u1_vectors": None, "v1_vectors": None} if vectors else {})
-    U, s, Vh = U.double().cpu(), s.double().cpu(), Vh.double().cpu()
-    w = s[:-1] ** 2 / (s[:-1] ** 2).sum(-1, keepdim=True)  # anchored to the earlier layer of each pair
-    out = {} if not vectors else {"u1_vectors": U[:, :, 0].numpy(), "v1_vectors": Vh[:, 0].numpy()}
-    return out | {
-        "u1": float(adjacent_cosines(U[:, :, 0].numpy()).mean()),
-        "v1": float(adjacent_cosines(Vh[:, 0].numpy()).mean()),
-        "wa_u": float((w * (U[:-1] * U[1:]).sum(-2).abs()).sum(-1).mean()),
-        "wa_v": float((w * (Vh[:-1] * Vh[1:]).sum(-1).abs()).sum(-1).mean()),
+        return failed
+    u1, v1 = U[:, :, 0].numpy(), Vh[:, 0].numpy()
+    pairs = range(len(s) - 1)
+    return ({"u1_vectors": u1, "v1_vectors": v1} if vectors else {}) | {
+        "u1": float(adjacent_cosines(u1).mean()),
+        "v1": float(adjacent_cosines(v1).mean()),
+        "wa_u": float(np.mean([weighted_alignment(U[l], U[l + 1], s[l]) for l in pairs])),
+        "wa_v": float(np.mean([weighted_alignment(Vh[l].T, Vh[l + 1].T, s[l]) for l in pairs])),
         "erank": float(np.mean([effective_rank(row, power=erank_power) for row in s.numpy()])),
     }
 
