@@ -24,6 +24,7 @@ def config_with(**model):
         "coupling": {"activate": True, "Ks": [4, 8], "window": 5, "scores": None,
                      "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
         "continuity": {"activate": True, "pca_components": 3},
+        "toy": {"activate": True, "runs": {}, "data": {"source": "package", "directory": None}},
     }
 
 
@@ -72,6 +73,8 @@ def test_reference_step_configured_or_middle():
          r"coupling\.token_wise\.layer_pairs: \[\[0, 6\]\] must be layers below 6"),
         ({}, {"continuity": {"activate": True, "pca_components": 6}},
          r"continuity\.pca_components: 6 must be below the number of layers of models\.m \(6 layers"),
+        ({}, {"toy": {"activate": True, "runs": {"r": {}}, "data": {"source": "torchvision", "directory": None}}},
+         r"toy\.data\.directory: needed for source torchvision"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
@@ -161,3 +164,14 @@ def test_resolve_rejects_incomplete_config(cfg, key):
         resolve_checkpoints(cfg)
 
 
+
+
+def test_toy_settings_merge_the_run_over_the_block():
+    from crosslayer.config import toy_settings
+
+    toy = {"activation": "relu", "residual": True, "layernorm": False, "width": 128, "depth": 16, "init_scale": None,
+           "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "batch_size": 128, "epochs": 20, "ema_betas": [0.9],
+           "runs": {"r": {"activation": "none", "init_scale": 1e-4, "epochs": 50}}}
+    settings = toy_settings({"toy": toy}, "r")
+    assert settings["activation"] == "none" and settings["init_scale"] == 1e-4 and settings["epochs"] == 50
+    assert settings["width"] == 128 and settings["ema_betas"] == (0.9,)

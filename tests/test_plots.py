@@ -225,3 +225,23 @@ def test_trajectory_3d_colours_points_by_layer():
     assert np.array_equal(points.get_array(), np.arange(5)) and len(ax.lines) == 1
     np.testing.assert_allclose(ax.lines[0].get_data_3d()[2], coords[:, 2])
     plt.close(fig)
+
+
+def test_runs_over_epochs_one_line_per_run_with_sd_band(ax):
+    from crosslayer.plots import plot_runs_over_epochs
+
+    epochs = pd.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "epoch": [0, 1, 2] * 2, "W.v1": [0.1, 0.2, 0.3, 0.5, 0.5, 0.4],
+                           "W.v1_sd": [0.01, 0.02, 0.03] + [np.nan] * 3})
+    lines = plot_runs_over_epochs(ax, epochs, "W.v1", colors={"a": "C0", "b": "C1"})
+    assert [line.get_label() for line in lines] == ["a", "b"] and list(lines[1].get_ydata()) == [0.5, 0.5, 0.4]
+    assert len(ax.collections) == 1  # a band only where there is an sd
+
+
+def test_run_bars_one_group_per_run_with_error_bars(ax):
+    from crosslayer.plots import plot_run_bars
+
+    final = pd.DataFrame({"run": ["x", "y"], "W.v1": [0.9, 0.2], "W.v1_sd": [0.05, np.nan], "G0.v1": [0.8, 0.1],
+                          "G0.v1_sd": [0.01, 0.02]})
+    bars = plot_run_bars(ax, final, ["W.v1", "G0.v1"], runs=["y", "x"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["y", "x"]
+    assert [b.get_height() for b in bars[0]] == [0.2, 0.9] and len(bars) == 2

@@ -69,4 +69,7 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("download_checkpoint") == jobs.get("projection_continuity") == checkpoints
     assert jobs.get("plot_continuity") == jobs.get("summarize_continuity") == len(models) == 4
     assert jobs.get("continuity_table") == 1
+    toy = yaml.safe_load(suite.read_text())["toy"]
+    assert len(toy["runs"]) == 11 + 4 + 2  # Table 1, Table 3, Fig. 2
+    assert jobs.get("train_toy") == 3 * len(toy["runs"]) and jobs.get("prepare_mnist") == 1
     assert not {"block_coupling", "block_jacobians", "train_model"} & set(jobs)  # the other papers' stages are off

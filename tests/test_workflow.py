@@ -191,8 +191,9 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling; overviews: alignment, topology, 2 coupling
-    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7 + 4) + 4  # per model: alignment, loss, dynamics, topology, coupling, continuity
+    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling, 4 continuity;
+    # overviews: alignment, topology, 2 coupling, 2 toy ablations
+    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7 + 4) + 4 + 2
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -250,6 +251,21 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"projection_continuity": 8, "summarize_continuity": 2, "continuity_table": 1,
                     "plot_continuity": 2, "all": 1}
+
+
+def test_toy_ablations_are_tabulated_per_run_over_seeds(tiny_run):
+    final = pd.read_csv(tiny_run / "results/toy/final.tsv", sep="\t").set_index("run")
+    assert list(final.index) == ["res_relu", "nores_none"] and (final["seeds"] == 2).all()
+    assert (final["diverged"] == 0).all() and final[["W.v1", "G0.v1", "accuracy"]].stack().between(0, 1).all()
+    assert final.loc["res_relu", "G0.v1"] > final.loc["nores_none", "G0.v1"]  # residual: coherent first gradients
+    epochs = pd.read_csv(tiny_run / "results/toy/res_relu/seed1.epochs.tsv", sep="\t")
+    assert list(epochs["epoch"]) == [0, 1, 2]
+
+
+def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
+    change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "all": 1}
 
 
 @pytest.mark.parametrize("model, names", [

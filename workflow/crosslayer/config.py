@@ -6,7 +6,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 """
 
 __all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
-           "check_model_sizes", "read_scores"]
+           "check_model_sizes", "read_scores", "toy_settings"]
 
 
 def _explicit(model_cfg):
@@ -110,6 +110,16 @@ def reference_step(model_cfg):
     return int(model_cfg.get("reference_step", steps[len(steps) // 2]))
 
 
+TOY_SETTINGS = ("activation", "residual", "layernorm", "width", "depth", "init_scale", "lr", "beta1", "beta2",
+                "batch_size", "epochs")
+
+
+def toy_settings(config, run):
+    """The training settings of one toy run: the ``toy`` block's, with the run's changes."""
+    toy = config["toy"]
+    return {key: toy["runs"][run].get(key, toy[key]) for key in TOY_SETTINGS} | {"ema_betas": tuple(toy["ema_betas"])}
+
+
 def check_config(config, sizes=None):
     """Raise ValueError naming the key for values the schema cannot judge alone.
 
@@ -159,6 +169,10 @@ def check_config(config, sizes=None):
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
         if coupling["scores"]:
             read_scores(coupling["scores"], models=config["models"])
+    toy = config["toy"]
+    if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
+        raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
+                         "or go)")
     known = dict(sizes or {})
     for name, cfg in config["models"].items():
         if cfg["source"] == "train":

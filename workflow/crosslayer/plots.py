@@ -29,6 +29,8 @@ __all__ = [
     "plot_continuity_over_training",
     "plot_adjacent_cosines",
     "plot_trajectory_3d",
+    "plot_runs_over_epochs",
+    "plot_run_bars",
 ]
 
 SPACE_LABELS = {"left": "output space $U$", "right": "input space $V$", "cross": "$U_l$ vs $V_{l+1}$"}
@@ -488,3 +490,50 @@ def plot_trajectory_3d(ax, coords, *, cmap="viridis"):
     points = ax.scatter(*coords.T, c=np.arange(len(coords)), cmap=cmap, s=14, depthshade=False)
     ax.set(xlabel="PC 1", ylabel="PC 2", zlabel="PC 3", xticks=[], yticks=[], zticks=[])
     return points
+
+
+def plot_runs_over_epochs(ax, epochs, metric, *, colors):
+    """One line per run: the mean over seeds of `metric` against the epoch, over a band of +- 1 sd
+    (where there are several seeds).
+
+    Parameters
+    ----------
+    epochs : DataFrame
+        :func:`crosslayer.toy_summary.epoch_table` (``run``, ``epoch``, ``metric``, ``metric_sd``).
+    colors : dict of str to colour
+        Run -> colour, in legend order.
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+    """
+    lines = []
+    for run, color in colors.items():
+        part = epochs[epochs["run"] == run].sort_values("epoch")
+        mean, sd = part[metric].to_numpy(float), part[f"{metric}_sd"].to_numpy(float)
+        lines.append(ax.plot(part["epoch"], mean, color=color, lw=1.4, label=run)[0])
+        if np.isfinite(sd).any():
+            ax.fill_between(part["epoch"], mean - sd, mean + sd, color=color, alpha=0.15, lw=0)
+    ax.set(xlabel="epoch", ylabel=metric, ylim=(0, 1))
+    return lines
+
+
+def plot_run_bars(ax, final, metrics, *, runs):
+    """Grouped bars: per run, the mean over seeds of each metric with its sd as an error bar.
+
+    Returns
+    -------
+    list of matplotlib.container.BarContainer
+        One per metric.
+    """
+    table = final.set_index("run").reindex(runs)
+    width = 0.8 / len(metrics)
+    x = np.arange(len(runs))
+    bars = []
+    for i, metric in enumerate(metrics):
+        sd = table[f"{metric}_sd"].to_numpy(float)
+        bars.append(ax.bar(x - 0.4 + width * (i + 0.5), table[metric].to_numpy(float), width, label=metric,
+                           yerr=np.where(np.isfinite(sd), sd, 0.0), capsize=2, color=f"C{i}"))
+    ax.set_xticks(x, runs, rotation=30, ha="right")
+    ax.set(ylim=(0, 1), ylabel="mean over seeds")
+    return bars

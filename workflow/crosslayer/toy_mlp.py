@@ -24,7 +24,7 @@ from torch import nn
 
 from crosslayer.continuity import stack_continuity
 
-__all__ = ["ACTIVATIONS", "ToyConfig", "ToyMLP", "radial", "train_toy"]
+__all__ = ["ACTIVATIONS", "ToyConfig", "ToyMLP", "as_tensors", "radial", "train_toy"]
 
 ACTIVATIONS = ("gelu", "silu", "relu", "tanh", "none", "radial")
 
@@ -199,3 +199,11 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         records.append({"epoch": epoch, "loss": float(np.mean(losses)), "accuracy": _evaluate(model, x_test, y_test),
                         **_row(stacks, erank_power)})
     return records, status, model
+
+
+def as_tensors(arrays):
+    """``(x_train, y_train, x_test, y_test)`` tensors from uint8 MNIST arrays: pixels scaled to
+    [0, 1] (float32), labels int64."""
+    x_train, y_train, x_test, y_test = (arrays[key] for key in ("x_train", "y_train", "x_test", "y_test"))
+    return (torch.from_numpy(x_train.astype(np.float32) / 255), torch.from_numpy(y_train.astype(np.int64)),
+            torch.from_numpy(x_test.astype(np.float32) / 255), torch.from_numpy(y_test.astype(np.int64)))

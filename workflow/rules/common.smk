@@ -190,6 +190,13 @@ COUPLING_FIGURES = [
 
 CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
 
+TOY_FIGURES = ["over_epochs", "final"]  # see plot_toy
+
+
+def get_toy_settings(wildcards):
+    """One toy job's ToyConfig fields: the toy block's settings with its run's changes, and its seed."""
+    return cfg.toy_settings(config, wildcards.run) | {"seed": int(wildcards.seed)}
+
 
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
@@ -258,6 +265,11 @@ def get_final_output():
                 ),
             ]
             if config["continuity"]["activate"]
+            else []
+        ),
+        *(
+            expand("results/figures/toy/{figure}.{ext}", figure=TOY_FIGURES, ext=["png", "pdf"])
+            if config["toy"]["activate"] and config["toy"]["runs"]
             else []
         ),
         *(

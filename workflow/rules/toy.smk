@@ -1,0 +1,102 @@
+# The toy residual-MLP ablations of paper 003 (section 4) on real MNIST: one job per run and seed.
+TOY = config["toy"]
+TOY_RUNS = list(TOY["runs"])
+
+
+wildcard_constraints:
+    run=one_of(TOY_RUNS),
+
+
+localrules:
+    prepare_mnist,
+
+
+# A localrule: torchvision downloads on the submit host (compute nodes often have no internet).
+rule prepare_mnist:
+    output:
+        npz="results/toy/mnist.npz",
+    log:
+        "logs/prepare_mnist.log",
+    benchmark:
+        "benchmarks/prepare_mnist.tsv"
+    conda:
+        "../../envs/toy.yaml"
+    params:
+        **TOY["data"],
+    script:
+        "../scripts/prepare_mnist.py"
+
+
+rule train_toy:
+    input:
+        data=rules.prepare_mnist.output.npz,
+    output:
+        epochs="results/toy/{run}/seed{seed}.epochs.tsv",
+        status="results/toy/{run}/seed{seed}.status.json",
+    log:
+        "logs/train_toy/{run}/seed{seed}.log",
+    benchmark:
+        "benchmarks/train_toy/{run}/seed{seed}.tsv"
+    conda:
+        "../../envs/toy.yaml"
+    threads: TOY["threads"]
+    params:
+        settings=get_toy_settings,
+        erank_power=TOY["erank_power"],
+    script:
+        "../scripts/train_toy.py"
+
+
+rule summarize_toy:
+    input:
+        epochs=expand("results/toy/{run}/seed{seed}.epochs.tsv", run=TOY_RUNS, seed=TOY["seeds"]),
+        status=expand("results/toy/{run}/seed{seed}.status.json", run=TOY_RUNS, seed=TOY["seeds"]),
+    output:
+        final=report(
+            "results/toy/final.tsv",
+            caption="../report/toy_table.rst",
+            category="Continuity",
+            subcategory="Toy ablations",
+            labels={"table": "toy ablations (Tables 1, 3-5)"},
+        ),
+        epochs="results/toy/epochs.tsv",
+    log:
+        "logs/summarize_toy.log",
+    benchmark:
+        "benchmarks/summarize_toy.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        runs=TOY_RUNS,
+        seeds=TOY["seeds"],
+    script:
+        "../scripts/summarize_toy.py"
+
+
+rule plot_toy:
+    input:
+        epochs=rules.summarize_toy.output.epochs,
+        final=rules.summarize_toy.output.final,
+    output:
+        **{
+            name: report(
+                f"results/figures/toy/{name}.png",
+                caption=f"../report/toy_{name}.rst",
+                category="Continuity",
+                subcategory="Toy ablations",
+                labels={"figure": name.replace("_", " ")},
+            )
+            for name in TOY_FIGURES
+        },
+        pdfs=expand("results/figures/toy/{figure}.pdf", figure=TOY_FIGURES),
+    log:
+        "logs/plot_toy.log",
+    benchmark:
+        "benchmarks/plot_toy.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        runs=TOY_RUNS,
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_toy.py"

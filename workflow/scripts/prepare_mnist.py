@@ -1,0 +1,12 @@
+from _setup import start
+
+start(snakemake)
+
+import numpy as np
+
+from crosslayer.mnist import load_mnist
+
+params = snakemake.params
+x_train, y_train, x_test, y_test = load_mnist(params.source, directory=params.directory,
+                                              test_fraction=params.test_fraction, seed=params.seed)
+np.savez(snakemake.output.npz, x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test)

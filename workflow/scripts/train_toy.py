@@ -1,0 +1,25 @@
+from _setup import start
+
+start(snakemake)
+
+import torch
+
+torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
+
+import json
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+from crosslayer.toy_mlp import ToyConfig, as_tensors, train_toy
+
+run, settings = snakemake.wildcards.run, snakemake.params.settings
+config = ToyConfig(**settings)
+records, status, _ = train_toy(config, as_tensors(np.load(snakemake.input.data)),
+                               erank_power=snakemake.params.erank_power,
+                               progress=lambda epochs: tqdm(epochs, desc=f"{run} seed {config.seed}", unit="epoch"))
+pd.DataFrame(records).to_csv(snakemake.output.epochs, sep="\t", index=False)
+with open(snakemake.output.status, "w") as f:
+    json.dump({"run": run, **settings, "ema_betas": list(config.ema_betas), **status,
+               "epochs_done": records[-1]["epoch"]}, f, indent=1)  # no timings: the bytes are reproducible
