@@ -25,6 +25,7 @@ include: "workflow/rules/alignment.smk"
 include: "workflow/rules/coupling.smk"
 include: "workflow/rules/continuity.smk"
 include: "workflow/rules/toy.smk"
+include: "workflow/rules/ablations.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/topology.smk"
 

@@ -25,6 +25,7 @@ def config_with(**model):
                      "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
         "continuity": {"activate": True, "pca_components": 3},
         "toy": {"activate": True, "runs": {}, "data": {"source": "package", "directory": None}},
+        "transformer_ablations": {"activate": True, "steps": 10, "train": {}, "runs": {"r": {}}},
     }
 
 
@@ -75,6 +76,10 @@ def test_reference_step_configured_or_middle():
          r"continuity\.pca_components: 6 must be below the number of layers of models\.m \(6 layers"),
         ({}, {"toy": {"activate": True, "runs": {"r": {}}, "data": {"source": "torchvision", "directory": None}}},
          r"toy\.data\.directory: needed for source torchvision"),
+        ({}, {"transformer_ablations": {"activate": True, "steps": 10, "train": {"n_heads": 5}, "runs": {"r": {}}}},
+         r"transformer_ablations\.train\.n_heads: 5 must divide d_model = 32"),
+        ({}, {"transformer_ablations": {"activate": True, "steps": 10, "train": {"n_layers": 3}, "runs": {"r": {}}}},
+         r"continuity\.pca_components: 3 must be below the 3 layers of the transformer ablations"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
@@ -175,3 +180,15 @@ def test_toy_settings_merge_the_run_over_the_block():
     settings = toy_settings({"toy": toy}, "r")
     assert settings["activation"] == "none" and settings["init_scale"] == 1e-4 and settings["epochs"] == 50
     assert settings["width"] == 128 and settings["ema_betas"] == (0.9,)
+
+
+def test_ablation_settings_layer_the_run_over_the_ablations_over_the_train_block():
+    from crosslayer.config import ablation_settings
+
+    config = config_with()
+    config["transformer_ablations"] = {"steps": 150, "train": {"d_model": 64},
+                                       "runs": {"base": {}, "nores": {"residual": False, "activation": "none"}}}
+    assert ablation_settings(config, "base") == {**config["train"], "d_model": 64, "activation": "silu",
+                                                 "residual": True, "norm": True, "save_steps": [150]}
+    nores = ablation_settings(config, "nores")
+    assert (nores["residual"], nores["activation"], nores["norm"], nores["n_layers"]) == (False, "none", True, 6)

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.continuity_summary import TABLE2_ORDER, steps_table, table2
+from crosslayer.continuity_summary import ABLATION_COLUMNS, TABLE2_ORDER, ablation_table, steps_table, table2
 
 
 def _checkpoint(offset, gate=True):
@@ -30,3 +30,25 @@ def test_table2_one_row_per_model_and_step_in_paper_order():
     assert out[["model", "step"]].values.tolist() == [["a", 0], ["a", 100], ["b", 7]]
     assert out.loc[1, "down.u1"] == pytest.approx(0.5 + TABLE2_ORDER.index("down") / 100)
     assert np.isnan(out.loc[2, "gate.v1"]) and out.loc[2, "up.v1"] == pytest.approx(0.2 + 0.3)
+
+
+def _outcome(diverged_step=None, **switches):
+    loss = None if diverged_step is not None else 3.0
+    return {"activation": "silu", "residual": True, "norm": True, **switches, "steps": 10,
+            "diverged_step": diverged_step, "eval_loss": loss, "perplexity": None if loss is None else np.exp(loss)}
+
+
+def test_ablation_table_one_row_per_run_with_switches_and_continuity():
+    diverged = _checkpoint(0.0).assign(present=False)
+    out = ablation_table({"silu": _outcome(), "none": _outcome(activation="none"), "nonorm": _outcome(4, norm=False)},
+                         {"silu": _checkpoint(0.1), "none": _checkpoint(0.3), "nonorm": diverged})
+    assert tuple(out.columns[:len(ABLATION_COLUMNS)]) == ABLATION_COLUMNS
+    assert list(out["run"]) == ["silu", "none", "nonorm"] and list(out.columns[-2:]) == ["ov.v1", "ov.u1"]
+    assert out["diverged_step"].isna().tolist() == [True, True, False] and out.loc[2, "diverged_step"] == 4
+    assert out.loc[1, "gate.v1"] == pytest.approx(0.3 + TABLE2_ORDER.index("gate") / 10)
+    assert out.loc[2, ["perplexity", "q.v1", "q.u1"]].isna().all()
+
+
+def test_ablation_table_when_every_run_diverged():
+    out = ablation_table({"a": _outcome(2)}, {"a": _checkpoint(0.0).assign(present=False)})
+    assert list(out.columns) == list(ABLATION_COLUMNS) and out.loc[0, "diverged_step"] == 2

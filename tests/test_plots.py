@@ -197,6 +197,17 @@ def test_continuity_bars_group_steps_per_present_projection(ax):
     np.testing.assert_allclose(ax.collections[0].get_segments()[1][:, 1], [0.2, 0.2])  # o's baseline tick
 
 
+def test_continuity_bars_of_runs_show_every_projection_any_run_has(ax):
+    from crosslayer.plots import plot_continuity_bars
+
+    absent = _continuity_table(8, (0.5, 0.7)).assign(present=False)  # nothing left to show (a diverged run)
+    tables = [absent, _continuity_table(8, (0.3, 0.4))]
+    bars = plot_continuity_bars(ax, tables, space="u", labels=["a", "b"], order=["q", "o"], fade=False)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["Q", "O"]
+    assert np.isnan([b.get_height() for b in bars[0]]).all() and [b.get_height() for b in bars[1]] == [0.3, 0.4]
+    assert bars[0][0].get_alpha() == bars[1][0].get_alpha() == 1.0
+
+
 def test_continuity_over_training_one_line_per_present_projection(ax):
     from crosslayer.plots import plot_continuity_over_training, projection_colors
 

@@ -192,8 +192,8 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
     # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling, 4 continuity;
-    # overviews: alignment, topology, 2 coupling, 2 toy ablations
-    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7 + 4) + 4 + 2
+    # overviews: alignment, topology, 2 coupling, 2 toy ablations, 1 transformer ablations
+    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 7 + 4) + 4 + 2 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -250,7 +250,8 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
     change = overlay(tmp_path / "erank.yaml", "continuity: {erank_power: 1}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"projection_continuity": 8, "summarize_continuity": 2, "continuity_table": 1,
-                    "plot_continuity": 2, "all": 1}
+                    "plot_continuity": 2, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
+                    "all": 1}
 
 
 def test_toy_ablations_are_tabulated_per_run_over_seeds(tiny_run):
@@ -266,6 +267,42 @@ def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
     change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "all": 1}
+
+
+def test_transformer_ablations_match_an_independent_recomputation_from_the_saved_weights(tiny_run):
+    from safetensors.numpy import load_file
+
+    table = pd.read_csv(tiny_run / "results/continuity/ablations.tsv", sep="\t").set_index("run")
+    assert list(table.index) == ["res_silu", "res_none", "nores_silu", "nonorm_silu"]
+    assert table[["activation", "residual", "norm"]].values.tolist() == [
+        ["silu", True, True], ["none", True, True], ["silu", False, True], ["silu", True, False]]
+    assert table["diverged_step"].isna().all() and (table["steps"] == 6).all()
+    for run in table.index:
+        loss = pd.read_csv(tiny_run / f"results/ablations/{run}/loss.tsv", sep="\t").set_index("step")
+        assert table.loc[run, "perplexity"] == pytest.approx(np.exp(loss.loc[6, "eval_loss"]), rel=1e-5)
+        weights = load_file(tiny_run / f"results/ablations/{run}/step6/model.safetensors")
+        assert any("norm" in name for name in weights) == (run != "nonorm_silu")
+        for name, module, space in (("gate", "mlp.gate_proj", "v1"), ("o", "self_attn.o_proj", "u1")):
+            svd = [np.linalg.svd(weights[f"model.layers.{layer}.{module}.weight"].astype(np.float64)) for layer in range(4)]
+            vectors = [u[:, 0] for u, _, _ in svd] if space == "u1" else [vt[0] for _, _, vt in svd]
+            expected = np.mean([abs(a @ b) for a, b in zip(vectors, vectors[1:])])
+            assert table.loc[run, f"{name}.{space}"] == pytest.approx(expected, abs=1e-5)
+
+
+def test_a_diverging_ablation_is_reported_with_its_step(tmp_path):
+    change = overlay(tmp_path / "diverge.yaml", "transformer_ablations: {train: {lr: 1.0e+30}}")
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY), change, "results/figures/continuity/ablations.png")
+    table = pd.read_csv(tmp_path / "results/continuity/ablations.tsv", sep="\t")
+    assert table["diverged_step"].between(1, 6).all() and table["perplexity"].isna().all()
+    assert not any(col.endswith((".u1", ".v1")) for col in table.columns)  # no run left continuity to report
+    assert (tmp_path / "results/figures/continuity/ablations.pdf").is_file()
+
+
+def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):
+    change = overlay(tmp_path / "steps.yaml", "transformer_ablations: {steps: 8}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"train_ablation": 4, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
+                    "all": 1}
 
 
 @pytest.mark.parametrize("model, names", [
@@ -554,6 +591,9 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
         ("coupling: {window: 7}", "coupling.window: 7 is longer than the 5 states"),
         ("coupling: {token_wise: {layer_pairs: [[1, 4]]}}", "coupling.token_wise.layer_pairs: [[1, 4]]"),
         ("coupling: {metric: frobenius}", "frobenius"),
+        ("transformer_ablations: {train: {n_heads: 3}}", "transformer_ablations.train.n_heads: 3 must divide"),
+        ("transformer_ablations: {runs: {relu2: {activation: relu2}}}", "relu2"),
+        ("transformer_ablations: {train: {n_layers: 2}}", "below the 2 layers of the transformer ablations"),
     ],
 )
 def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, key):

@@ -6,7 +6,8 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 """
 
 __all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
-           "check_model_sizes", "read_scores", "toy_settings"]
+           "check_model_sizes", "read_scores", "toy_settings",
+           "ablation_settings"]
 
 
 def _explicit(model_cfg):
@@ -120,6 +121,17 @@ def toy_settings(config, run):
     return {key: toy["runs"][run].get(key, toy[key]) for key in TOY_SETTINGS} | {"ema_betas": tuple(toy["ema_betas"])}
 
 
+ABLATION_SWITCHES = {"activation": "silu", "residual": True, "norm": True}
+
+
+def ablation_settings(config, run):
+    """One transformer-ablation run's :func:`crosslayer.train.train_model` settings: the top-level
+    ``train`` block, the ablations' ``train`` overrides, the run's switches and its steps."""
+    block = config["transformer_ablations"]
+    switches = {key: block["runs"][run].get(key, default) for key, default in ABLATION_SWITCHES.items()}
+    return {**config.get("train", {}), **block["train"], **switches, "save_steps": [block["steps"]]}
+
+
 def check_config(config, sizes=None):
     """Raise ValueError naming the key for values the schema cannot judge alone.
 
@@ -180,6 +192,15 @@ def check_config(config, sizes=None):
             known[name] = {key: settings[key] for key in ("n_layers", "d_model", "d_ff")}
     for name, size in known.items():
         check_model_sizes(config, name, **size)
+    ablations = config["transformer_ablations"]
+    if ablations["activate"] and ablations["runs"]:
+        settings = {**config.get("train", {}), **ablations["train"]}
+        if settings["d_model"] % settings["n_heads"]:
+            raise ValueError(f"transformer_ablations.train.n_heads: {settings['n_heads']} must divide d_model = "
+                             f"{settings['d_model']}")
+        if config["continuity"]["pca_components"] >= settings["n_layers"]:
+            raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
+                             f"{settings['n_layers']} layers of the transformer ablations")
 
 
 def check_model_sizes(config, model, *, n_layers, d_model, d_ff):

@@ -2,12 +2,13 @@
 
 Each checkpoint's table (:func:`crosslayer.continuity.checkpoint_summary`) has one row per
 projection; ``steps`` stacks a model's checkpoints, ``table2`` lays every model and step out
-as the paper's Table 2: one column per projection and space.
+as the paper's Table 2: one column per projection and space; ``ablation_table`` does the same
+for the transformer ablations, with each run's switches and perplexity.
 """
 
 import pandas as pd
 
-__all__ = ["TABLE2_ORDER", "steps_table", "table2"]
+__all__ = ["ABLATION_COLUMNS", "TABLE2_ORDER", "ablation_table", "steps_table", "table2"]
 
 #: The paper's column order (readers, writers, V), then the OV composite.
 TABLE2_ORDER = ("q", "k", "gate", "up", "o", "down", "v", "ov")
@@ -49,3 +50,32 @@ def table2(steps_tables):
     columns = ["model", "step"] + [f"{name}.{space}" for name in TABLE2_ORDER for space in ("v1", "u1")]
     out = pd.DataFrame(rows)
     return out.reindex(columns=[c for c in columns if c in out.columns])
+
+
+#: The run columns of :func:`ablation_table`, before the continuity columns.
+ABLATION_COLUMNS = ("run", "activation", "residual", "norm", "steps", "diverged_step", "perplexity", "eval_loss")
+
+
+def ablation_table(outcomes, tables):
+    """The transformer ablations as the paper's Table 2: one row per run.
+
+    Parameters
+    ----------
+    outcomes : dict of str to dict
+        Run -> its switches (``activation``, ``residual``, ``norm``) and
+        :func:`crosslayer.train.training_outcome`.
+    tables : dict of str to DataFrame
+        Run -> the checkpoint table of its last step (a diverged run's has no present projection).
+
+    Returns
+    -------
+    DataFrame
+        :data:`ABLATION_COLUMNS` (``diverged_step`` empty for a finished run, ``perplexity`` and
+        ``eval_loss`` empty for a diverged one), then the columns of :func:`table2`.
+    """
+    runs = pd.DataFrame([{"run": run, **outcomes[run]} for run in outcomes]).reindex(columns=list(ABLATION_COLUMNS))
+    runs["diverged_step"] = runs["diverged_step"].astype("Int64")
+    values = table2({run: table.assign(step=0) for run, table in tables.items()})
+    if values.empty:  # every run diverged
+        return runs
+    return runs.merge(values.drop(columns="step").rename(columns={"model": "run"}), on="run", how="left")

@@ -15,7 +15,13 @@ import torch
 from crosslayer.adapters import WEIGHT_FILES, adapter_for
 from crosslayer.errors import CheckpointError
 
-__all__ = ["TOKENIZER_FILES", "load_model", "weight_file"]
+__all__ = ["ABLATION_KEY", "TOKENIZER_FILES", "load_model", "weight_file"]
+
+ABLATION_KEY = "crosslayer_ablation"
+"""config.json key of a model trained without residual connections or norms (paper 003's
+controls, :func:`crosslayer.train.build_model`): transformers would run it as the standard
+architecture its ``model_type`` names, so :func:`load_model` refuses it; weight-only analyses
+read it."""
 
 #: A checkpoint has a tokenizer when it holds one of these (fast, sentencepiece, BPE or WordPiece).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model")
@@ -60,15 +66,31 @@ def load_model(manifest, *, device="cpu", tokenizer=True):
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)
         adapter_for(config)  # before any weight is read: a family transformers knows and our adapters do not
+        _refuse_ablated(config)
         model, info = AutoModelForCausalLM.from_pretrained(  # mismatched sizes reported, not raised, to name them
             path, config=config, dtype=torch.float32, trust_remote_code=False, output_loading_info=True,
             ignore_mismatched_sizes=True)
-    except NotImplementedError as err:
+    except (NotImplementedError, _Ablated) as err:
         raise CheckpointError(str(err), **context, file=path) from err
     except Exception as err:  # unsupported or broken checkpoint: say which
         raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
     _check_loading_info(info, context=context, file=weight_file(path))
     return model.to(device).eval(), (_load_tokenizer(path, context) if tokenizer else None)
+
+
+class _Ablated(Exception):
+    pass
+
+
+def _refuse_ablated(config):
+    # Run as the standard architecture its model_type names, every activation and Jacobian of such
+    # a model would be silently wrong.
+    ablation = getattr(config, ABLATION_KEY, None)
+    if ablation:
+        dropped = [part for part in ("residual", "norm") if not ablation.get(part, True)]
+        raise _Ablated(
+            f"the checkpoint was trained without {' and '.join(dropped)} ({ABLATION_KEY} in config.json); "
+            "transformers would run it as a standard model, so only weight analyses (continuity) read it")
 
 
 def _check_loading_info(info, *, context, file):

@@ -402,33 +402,37 @@ def _present(table):
     return table[table["present"].astype(bool)]
 
 
-def plot_continuity_bars(ax, tables, *, space, labels, order):
+def plot_continuity_bars(ax, tables, *, space, labels, order, fade=True):
     """Continuity per projection as grouped bars, one bar per table (e.g. step 0 and the last
     step), with each projection's random baseline ``E|cos|`` as a black tick over its group.
 
     Parameters
     ----------
     tables : list of DataFrame
-        Checkpoint tables (:func:`crosslayer.continuity.checkpoint_summary`).
+        Checkpoint tables (:func:`crosslayer.continuity.checkpoint_summary`); each projection's
+        baseline is that of the first table holding it (models of one shape).
     space : {"u", "v"}
     labels : list of str
         Legend label per table.
     order : sequence of str
-        Projection order; absent projections are left out.
+        Projection order; projections no table has are left out.
+    fade : bool
+        Draw all tables but the last paler (earlier steps behind the last).
 
     Returns
     -------
     list of matplotlib.container.BarContainer
     """
-    names = [name for name in order if name in set(_present(tables[-1])["projection"])]
+    present = [_present(table).set_index("projection") for table in tables]
+    names = [name for name in order if any(name in table.index for table in present)]
     width = 0.8 / len(tables)
     x = np.arange(len(names))
     bars = []
-    for i, (table, label) in enumerate(zip(tables, labels)):
-        values = _present(table).set_index("projection")[f"{space}1"].reindex(names)
-        bars.append(ax.bar(x - 0.4 + width * (i + 0.5), values, width, label=label, color=f"C{i}",
-                           alpha=0.45 if i < len(tables) - 1 else 1.0))
-    baseline = _present(tables[-1]).set_index("projection")[f"baseline_{space}"].reindex(names)
+    for i, (table, label) in enumerate(zip(present, labels)):
+        bars.append(ax.bar(x - 0.4 + width * (i + 0.5), table[f"{space}1"].reindex(names), width, label=label,
+                           color=f"C{i}", alpha=0.45 if fade and i < len(tables) - 1 else 1.0))
+    baseline = [next(table.loc[name, f"baseline_{space}"] for table in present if name in table.index)
+                for name in names]
     ax.hlines(baseline, x - 0.45, x + 0.45, color="k", lw=1.5, label="random $E|\\cos|$")
     ax.set_xticks(x, [name.capitalize() if name != "ov" else "OV" for name in names])
     ax.set(ylim=(0, 1), ylabel=f"continuity, {CONTINUITY_SPACES[space]}")

@@ -21,6 +21,7 @@ import os
 import shutil
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -29,18 +30,24 @@ import torch
 import torch.nn.functional as F
 
 from crosslayer.malloc import retain_freed_memory
+from crosslayer.models import ABLATION_KEY
 
 __all__ = [
+    "ACTIVATIONS",
     "ARCHS",
     "build_model",
     "evaluate_loss",
     "lr_at",
     "mlp_weight_names",
     "train_model",
+    "training_outcome",
 ]
 
 ARCHS = ("gpt_neox", "llama")
 """Architectures :func:`build_model` knows."""
+
+ACTIVATIONS = {"silu": "silu", "relu": "relu", "gelu": "gelu", "none": "linear"}
+"""Llama MLP activations of paper 003's ablations -> transformers ``hidden_act`` (none = identity)."""
 
 EVAL_FRACTION = 0.05  # the last 5 % of tokens are held out from training
 LOSS_COLUMNS = ["step", "loss", "lr", "tokens_seen", "elapsed_s", "eval_loss"]
@@ -79,6 +86,9 @@ def build_model(
     bos_token_id: int | None = None,
     eos_token_id: int | None = None,
     pad_token_id: int | None = None,
+    activation: str = "silu",
+    residual: bool = True,
+    norm: bool = True,
 ):
     """Build a freshly initialised causal LM.
 
@@ -99,6 +109,13 @@ def build_model(
     bos_token_id, eos_token_id, pad_token_id : int, optional
         Recorded in the config (generation uses them). A ``pad_token_id`` also makes
         that embedding row start at zero.
+    activation : {"silu", "relu", "gelu", "none"}
+        Llama only: the activation of the gate branch (paper 003's ablations; none = identity,
+        leaving the bilinear gate x up product).
+    residual, norm : bool
+        Llama only: False drops every block's two residual connections (each sublayer's output
+        replaces the stream) or every RMSNorm (blocks' and final), paper 003's failure controls.
+        Such a model is marked with :data:`crosslayer.models.ABLATION_KEY` in its config.
 
     Returns
     -------
@@ -113,6 +130,10 @@ def build_model(
     from transformers import AutoModelForCausalLM, GPTNeoXConfig, LlamaConfig
 
     _check_arch(arch)
+    if arch != "llama" and (activation != "silu" or not residual or not norm):
+        raise ValueError("activation, residual and norm ablations are built for arch 'llama' only")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; supported: {', '.join(ACTIVATIONS)}")
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
     shared = dict(
@@ -133,11 +154,31 @@ def build_model(
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         if n_heads % n_kv_heads:
             raise ValueError(f"n_heads={n_heads} is not divisible by n_kv_heads={n_kv_heads}")
-        config = LlamaConfig(num_key_value_heads=n_kv_heads, hidden_act="silu", rms_norm_eps=1e-5, **shared)
+        config = LlamaConfig(num_key_value_heads=n_kv_heads, hidden_act=ACTIVATIONS[activation],
+                             rms_norm_eps=1e-5, **shared)
+        if not residual or not norm:
+            setattr(config, ABLATION_KEY, {"residual": residual, "norm": norm})
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if not norm:
+        model.model.norm = torch.nn.Identity()
+    for layer in model.model.layers if arch == "llama" else ():
+        if not norm:
+            layer.input_layernorm = torch.nn.Identity()
+            layer.post_attention_layernorm = torch.nn.Identity()
+        if not residual:
+            layer.forward = types.MethodType(_block_without_residual, layer)
     model.train()
     return model
+
+
+def _block_without_residual(layer, hidden_states, *, attention_mask=None, position_ids=None, past_key_values=None,
+                            use_cache=False, position_embeddings=None, **kwargs):
+    """A Llama decoder layer's forward with both residual connections removed (paper 003's NoRes)."""
+    hidden_states, _ = layer.self_attn(
+        hidden_states=layer.input_layernorm(hidden_states), attention_mask=attention_mask, position_ids=position_ids,
+        past_key_values=past_key_values, use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
+    return layer.mlp(layer.post_attention_layernorm(hidden_states))
 
 
 def lr_at(step: int, *, lr: float, warmup_steps: int, max_steps: int, min_ratio: float = 0.1):
@@ -210,6 +251,10 @@ def train_model(
     grad_clip: float = 1.0,
     eval_windows: int = 64,
     n_kv_heads: int | None = None,
+    activation: str = "silu",
+    residual: bool = True,
+    norm: bool = True,
+    stop_on_divergence: bool = False,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Train a tiny causal LM and save checkpoints at the given steps.
@@ -225,7 +270,7 @@ def train_model(
     out_dir : path-like
         Receives ``step{N}/`` for every N in ``save_steps``, ``loss.tsv`` and
         ``train_args.json``.
-    arch, d_model, n_layers, n_heads, d_ff, context, n_kv_heads
+    arch, d_model, n_layers, n_heads, d_ff, context, n_kv_heads, activation, residual, norm
         Model, see :func:`build_model`.
     batch_size : int
         Windows of ``context + 1`` tokens per update.
@@ -246,6 +291,9 @@ def train_model(
         Clip the global gradient norm to this (``0`` disables).
     eval_windows : int
         Number of fixed non-overlapping held-out windows for ``eval_loss``.
+    stop_on_divergence : bool
+        A non-finite training loss ends the run (its row is the log's last, no later checkpoint
+        is saved) instead of raising: a failure control whose divergence is the result.
     progress : bool
         Show a tqdm progress bar on stderr.
 
@@ -263,7 +311,8 @@ def train_model(
     ValueError
         For an unknown arch, empty or negative ``save_steps`` or too few tokens.
     FloatingPointError
-        If the training loss becomes NaN or infinite (names arch and step).
+        If the training loss becomes NaN or infinite (names arch and step), unless
+        ``stop_on_divergence``.
     """
     from tqdm.auto import tqdm
     from transformers import AutoTokenizer
@@ -305,6 +354,9 @@ def train_model(
         context=context,
         seed=seed,
         n_kv_heads=n_kv_heads,
+        activation=activation,
+        residual=residual,
+        norm=norm,
         # No pad_token_id: it would zero that embedding row, and training never pads.
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -326,6 +378,7 @@ def train_model(
             dict(
                 arch=arch, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                 n_kv_heads=n_kv_heads, d_ff=d_ff, context=context, vocab_size=vocab_size,
+                activation=activation, residual=residual, norm=norm,
                 batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                 warmup_steps=warmup_steps, save_steps=saves, seed=seed, threads=threads,
                 grad_clip=grad_clip, eval_windows=n_windows,
@@ -357,12 +410,13 @@ def train_model(
         with torch.set_grad_enabled(not final):  # the last step only measures the loss
             logits = model(input_ids=inputs).logits
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
-        if not torch.isfinite(loss):
+        diverged = not torch.isfinite(loss)
+        if diverged and not stop_on_divergence:
             raise FloatingPointError(
                 f"{arch}: training loss is {loss.item()} at step {step} (lr={step_lr:.3g}); "
                 "try a lower lr or more warmup_steps"
             )
-        if step % log_every == 0 or step in saves:
+        if step % log_every == 0 or step in saves or diverged:
             rows.append(
                 dict(
                     step=step, loss=loss.item(), lr=step_lr if not final else math.nan,
@@ -370,7 +424,7 @@ def train_model(
                     elapsed_s=round(time.perf_counter() - started, 3), eval_loss=eval_loss,
                 )
             )
-        if final:
+        if final or diverged:
             break
 
         loss.backward()
@@ -387,3 +441,22 @@ def train_model(
     log = pd.DataFrame(rows, columns=LOSS_COLUMNS)
     log.to_csv(out_dir / "loss.tsv", sep="\t", index=False, float_format="%.6g")
     return log
+
+
+def training_outcome(log: pd.DataFrame, *, steps: int) -> dict:
+    """How a run of ``steps`` updates ended, from its :func:`train_model` log.
+
+    Returns
+    -------
+    dict
+        ``steps``; ``diverged_step``: the step whose training loss was not finite (None when the
+        run finished); ``eval_loss`` and ``perplexity`` (its exp) on the held-out windows after
+        the last update, None for a diverged run.
+    """
+    last = log.iloc[-1]
+    if not math.isfinite(last["loss"]):
+        return {"steps": steps, "diverged_step": int(last["step"]), "eval_loss": None, "perplexity": None}
+    if int(last["step"]) != steps:
+        raise ValueError(f"the log ends at step {int(last['step'])}, not at the run's {steps} steps")
+    eval_loss = float(last["eval_loss"])
+    return {"steps": steps, "diverged_step": None, "eval_loss": eval_loss, "perplexity": math.exp(eval_loss)}

@@ -198,6 +198,16 @@ def get_toy_settings(wildcards):
     return cfg.toy_settings(config, wildcards.run) | {"seed": int(wildcards.seed)}
 
 
+def get_ablation_params(wildcards):
+    settings = cfg.ablation_settings(config, wildcards.ablation)
+    settings.pop("threads")
+    return settings
+
+
+def get_ablation_threads(wildcards):
+    return cfg.ablation_settings(config, wildcards.ablation)["threads"]
+
+
 def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
@@ -270,6 +280,11 @@ def get_final_output():
         *(
             expand("results/figures/toy/{figure}.{ext}", figure=TOY_FIGURES, ext=["png", "pdf"])
             if config["toy"]["activate"] and config["toy"]["runs"]
+            else []
+        ),
+        *(
+            expand("results/figures/continuity/ablations.{ext}", ext=["png", "pdf"])
+            if config["transformer_ablations"]["activate"] and config["transformer_ablations"]["runs"]
             else []
         ),
         *(
