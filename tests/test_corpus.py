@@ -111,3 +111,39 @@ def test_missing_gensim_data(monkeypatch, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no-such-dump.*gensim 4\.4\.0"):
         corpus.extract_wikipedia_text(tmp_path / "x.txt")
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_text_blocks_of_dataset_rows_round_trip_through_read_articles(tmp_path):
+    rows = ["", " = Heading = ", "First paragraph .\n\n  \nits second line .", "   ", "Last , longer paragraph ."]
+    stats = corpus.write_text_blocks(rows, tmp_path / "t.txt")
+    assert corpus.read_articles(tmp_path / "t.txt") == ["= Heading =", "First paragraph .\nits second line .",
+                                                         "Last , longer paragraph ."]
+    assert stats == {"n_blocks": 3, "n_chars": len((tmp_path / "t.txt").read_text(encoding="utf-8"))}
+    cut = corpus.write_text_blocks(iter(rows), tmp_path / "cut.txt", max_chars=40)
+    assert cut["n_chars"] <= 40 and corpus.read_articles(tmp_path / "cut.txt")[-1] == "First paragraph .\nits"
+    with pytest.raises(ValueError, match="no text could be written"):
+        corpus.write_text_blocks(["", " \n "], tmp_path / "none.txt")
+    assert not (tmp_path / "none.txt").exists()
+
+
+def test_encoding_in_batches_equals_one_batch(built, tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus, "_ENCODE_BATCH", 7)  # 101 articles: 15 batches
+    corpus.encode_corpus(built["text"], built["tok_dir"], tmp_path / "ids.npy")
+    assert np.array_equal(np.load(tmp_path / "ids.npy"), np.load(built["root"] / "tokens.npy"))
+
+
+def test_an_existing_tokenizer_is_saved_as_is(built, tmp_path):
+    out = corpus.save_tokenizer(str(built["tok_dir"]), tmp_path / "tok")
+    assert json.loads((out / "tokenizer.json").read_text()) == json.loads((built["tok_dir"] / "tokenizer.json").read_text())
+    missing = str(tmp_path / "no-such-tokenizer")  # neither a directory nor a repo id: fails without the network
+    with pytest.raises(RuntimeError, match=r"(?s)cannot load tokenizer '.*no-such-tokenizer'.*corpus\.tokenizer"):
+        corpus.save_tokenizer(missing, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_tokenizer_without_eos_is_refused(built, tmp_path):
+    from transformers import PreTrainedTokenizerFast
+
+    PreTrainedTokenizerFast(tokenizer_file=str(built["tok_dir"] / "tokenizer.json")).save_pretrained(tmp_path / "no_eos")
+    with pytest.raises(RuntimeError, match="has no EOS token"):
+        corpus.save_tokenizer(str(tmp_path / "no_eos"), tmp_path / "out")

@@ -298,6 +298,30 @@ def test_a_diverging_ablation_is_reported_with_its_step(tmp_path):
     assert (tmp_path / "results/figures/continuity/ablations.pdf").is_file()
 
 
+def test_a_dataset_corpus_with_an_existing_tokenizer_trains_the_ablations(tiny_run, tmp_path):
+    # The paper-scale path (WikiText-103, GPT-2's tokenizer) on a local dataset and the tiny run's tokenizer.
+    from transformers import AutoTokenizer
+
+    rows = ["", " = A heading = ", *[f"Paragraph {i} of a small local dataset , about the river and the town ." * 3
+                                     for i in range(300)]]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data/train.jsonl").write_text("".join(json.dumps({"text": row}) + "\n" for row in rows))
+    change = overlay(tmp_path / "dataset.yaml", yaml.safe_dump({
+        "corpus": {"source": "dataset", "dataset": {"path": str(tmp_path / "data"), "name": None},
+                   "tokenizer": str(tiny_run / "results/corpus/tokenizer")}}))
+    work = tmp_path / "work"
+    snakemake(work, "--cores", "2", "--configfile", str(TINY), change, "results/ablations/res_silu.continuity.tsv",
+              env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    tokenizer = AutoTokenizer.from_pretrained(work / "results/corpus/tokenizer")
+    ids = np.load(work / "results/corpus/tokens.npy")
+    first = ids[: int(np.argmax(ids == tokenizer.eos_token_id))]
+    assert tokenizer.decode(first.tolist()) == "= A heading =" and len(tokenizer) == 512
+    assert (ids == tokenizer.eos_token_id).sum() == len(rows) - 2  # one EOS between the 301 non-empty rows
+    outcome = json.loads((work / "results/ablations/res_silu/outcome.json").read_text())
+    assert outcome["diverged_step"] is None and np.isfinite(outcome["perplexity"])
+    assert pd.read_csv(work / "results/ablations/res_silu.continuity.tsv", sep="\t")["present"].sum() == 8
+
+
 def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):
     change = overlay(tmp_path / "steps.yaml", "transformer_ablations: {steps: 8}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)

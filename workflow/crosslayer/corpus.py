@@ -36,8 +36,10 @@ __all__ = [
     "extract_wikipedia_text",
     "iter_wikipedia_articles",
     "read_articles",
+    "save_tokenizer",
     "train_tokenizer",
     "wikipedia_dump_path",
+    "write_text_blocks",
 ]
 
 WIKI_DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -69,6 +71,8 @@ _PAREN_LEAD = re.compile(r"\(\s*[,;:]+\s*")
 _PAREN_TRAIL = re.compile(r"\s*[,;:]+\s*\)")
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+([,.;:!?)])")
 _SPACES = re.compile(r"[ \t\u00a0]+")
+_ENCODE_BATCH = 8192  # articles per batch: ids go to numpy per batch, not to one Python list (WikiText-103: 1e8 ids)
+_BLANK_LINES = re.compile(r"\n\s*\n")
 _MIN_WORDS = 50  # gensim's WikiCorpus uses the same floor (ARTICLE_MIN_WORDS)
 
 
@@ -200,30 +204,65 @@ def extract_wikipedia_text(out_path, *, max_chars: int | None = None, dump_path=
     ValueError
         If ``max_chars`` is not positive or no text could be extracted.
     """
+    source = Path(dump_path) if dump_path is not None else wikipedia_dump_path()
+    try:
+        stats = write_text_blocks((text for _title, text in iter_wikipedia_articles(source)), out_path,
+                                  max_chars=max_chars)
+    except ValueError as err:
+        raise ValueError(f"{err} (from {source})") from None
+    return {"n_articles": stats["n_blocks"], "n_chars": stats["n_chars"], "source": str(source)}
+
+
+def write_text_blocks(texts, out_path, *, max_chars: int | None = None) -> dict:
+    """Write texts as the blocks :func:`read_articles` reads back: one block per non-blank text,
+    blocks separated by one blank line, blank lines inside a text removed.
+
+    Parameters
+    ----------
+    texts : iterable of str
+        Articles, or the rows of a dataset (consumed lazily: a ``max_chars`` cut stops reading).
+    out_path : path-like
+        UTF-8 text file to write.
+    max_chars : int, optional
+        Stop once the file holds this many characters; the last block is cut at a line or word
+        boundary. ``None`` keeps everything.
+
+    Returns
+    -------
+    dict
+        ``n_blocks`` (a cut one included) and ``n_chars`` (characters in the file).
+
+    Raises
+    ------
+    ValueError
+        If ``max_chars`` is not positive or no text was written.
+    """
     if max_chars is not None and max_chars <= 0:
         raise ValueError(f"max_chars must be a positive number of characters, got {max_chars}")
-    source = Path(dump_path) if dump_path is not None else wikipedia_dump_path()
     limit = None if max_chars is None else max_chars - 1  # room for the final newline
-    articles, n_chars = [], 0
-    for _title, text in iter_wikipedia_articles(source):
-        sep = 2 if articles else 0  # the blank line before every article but the first
+    blocks, n_chars = [], 0
+    for text in texts:
+        text = _BLANK_LINES.sub("\n", text.strip())
+        if not text:
+            continue
+        sep = 2 if blocks else 0  # the blank line before every block but the first
         if limit is not None and n_chars + sep + len(text) > limit:
             room = limit - n_chars - sep
             cut = max(text.rfind("\n", 0, room + 1), text.rfind(" ", 0, room + 1))
             if cut > 0:
-                articles.append(text[:cut].rstrip())
-                n_chars += sep + len(articles[-1])
+                blocks.append(text[:cut].rstrip())
+                n_chars += sep + len(blocks[-1])
             break
-        articles.append(text)
+        blocks.append(text)
         n_chars += sep + len(text)
-    if not articles:
+    if not blocks:
         cap = "" if max_chars is None else f" within max_chars={max_chars}"
-        raise ValueError(f"no article text could be extracted from {source}{cap}")
+        raise ValueError(f"no text could be written{cap}")
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    body = "\n\n".join(articles) + "\n"
+    body = "\n\n".join(blocks) + "\n"
     out_path.write_text(body, encoding="utf-8")
-    return {"n_articles": len(articles), "n_chars": len(body), "source": str(source)}
+    return {"n_blocks": len(blocks), "n_chars": len(body)}
 
 
 def read_articles(text_path) -> list[str]:
@@ -310,6 +349,46 @@ def train_tokenizer(text_path, out_dir, *, vocab_size: int = 4096, min_frequency
     return out_dir
 
 
+def save_tokenizer(name, out_dir, *, revision: str | None = None, cache_dir=None):
+    """Save an existing tokenizer (the paper's GPT-2 one, say) where :func:`train_tokenizer` would.
+
+    Parameters
+    ----------
+    name : str
+        Hub repository id (e.g. ``"openai-community/gpt2"``) or a local tokenizer directory.
+    out_dir : path-like
+    revision : str, optional
+        Hub revision; pin a commit for a reproducible vocabulary.
+    cache_dir : path-like, optional
+        huggingface_hub cache.
+
+    Returns
+    -------
+    pathlib.Path
+        ``out_dir``.
+
+    Raises
+    ------
+    RuntimeError
+        The tokenizer cannot be loaded (the message says what to check) or has no EOS token
+        (articles are joined with it).
+    """
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, cache_dir=cache_dir)
+    except Exception as err:
+        raise RuntimeError(
+            f"cannot load tokenizer {name!r} (revision {revision!r}): {err}. Check corpus.tokenizer and that the hub "
+            "is reachable from this machine (this step runs locally, not on cluster nodes)") from err
+    if tokenizer.eos_token_id is None:
+        raise RuntimeError(f"tokenizer {name!r} has no EOS token to join the corpus's texts with")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_pretrained(out_dir)
+    return out_dir
+
+
 def encode_corpus(text_path, tokenizer_dir, out_path) -> int:
     """Tokenize a text file and save the token ids as a 1-D ``.npy`` array.
 
@@ -343,15 +422,16 @@ def encode_corpus(text_path, tokenizer_dir, out_path) -> int:
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(f"tokenizer in {tokenizer_dir} has no EOS token to join articles with")
-    # The Rust backend encodes the batch in parallel and skips Python-side overhead.
-    encodings = tokenizer.backend_tokenizer.encode_batch(articles, add_special_tokens=False)
-    ids = []
-    for i, enc in enumerate(encodings):
-        if i:
-            ids.append(eos)
-        ids.extend(enc.ids)
     dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
-    array = np.asarray(ids, dtype=dtype)
+    chunks = []
+    for start in range(0, len(articles), _ENCODE_BATCH):
+        # The Rust backend encodes a batch in parallel and skips Python-side overhead.
+        for enc in tokenizer.backend_tokenizer.encode_batch(articles[start : start + _ENCODE_BATCH],
+                                                             add_special_tokens=False):
+            if chunks:
+                chunks.append(np.array([eos], dtype=dtype))
+            chunks.append(np.asarray(enc.ids, dtype=dtype))
+    array = np.concatenate(chunks)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     with open(out_path, "wb") as handle:  # np.save(path) would append ".npy" to other names

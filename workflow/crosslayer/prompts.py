@@ -44,7 +44,7 @@ def _corpus_prompts(text_path, n, min_words):
 
 def _dataset_prompts(spec):
     texts = dataset_texts(spec["path"], name=spec.get("name"), split=spec["split"], revision=spec.get("revision"),
-                          field=spec["field"], cache_dir=spec.get("cache_dir"))[: spec["n"]]
+                          field=spec["field"], cache_dir=spec.get("cache_dir"), key="coupling.prompts.datasets")[: spec["n"]]
     label = spec.get("label") or spec["path"]
     rows = []
     for i, text in enumerate(texts):

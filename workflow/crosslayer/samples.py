@@ -27,7 +27,8 @@ def corpus_paragraphs(text_path):
     return [line for article in read_articles(text_path) for line in article.splitlines()]
 
 
-def dataset_texts(path, *, name=None, split="train", revision=None, field="text", cache_dir=None):
+def dataset_texts(path, *, name=None, split="train", revision=None, field="text", cache_dir=None,
+                  key="dynamics.samples.dataset"):
     """One column of a Hugging Face dataset, in dataset order.
 
     Parameters
@@ -43,6 +44,8 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
         Column holding the text.
     cache_dir : str, optional
         ``datasets`` cache (default: its own, ``HF_DATASETS_CACHE``).
+    key : str
+        The config key these arguments come from, named in errors.
 
     Raises
     ------
@@ -58,12 +61,12 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
     except Exception as err:  # offline, unknown id/config/split: one message that says what to do
         raise RuntimeError(
             f"cannot load dataset {path!r} (config {name!r}, split {split!r}, revision {revision!r}): {err}. "
-            "Check the names in dynamics.samples.dataset and that the hub is reachable from this machine "
+            f"Check the names in {key} and that the hub is reachable from this machine "
             "(this step runs locally, not on cluster nodes)."
         ) from err
     if field not in data.column_names:
         raise KeyError(f"dataset {path!r} has no column {field!r}; columns: {data.column_names} "
-                       "(set dynamics.samples.dataset.field)")
+                       f"(set {key}.field)")
     return list(data[field])
 
 

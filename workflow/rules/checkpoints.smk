@@ -3,6 +3,7 @@
 # that the analyses read.
 
 
+# A dataset or a hub tokenizer is downloaded: then a localrule (compute nodes often have no internet).
 rule prepare_corpus:
     output:
         text="results/corpus/wikipedia.txt",
@@ -12,11 +13,11 @@ rule prepare_corpus:
         "logs/prepare_corpus.log",
     benchmark:
         "benchmarks/prepare_corpus.tsv"
+    localrule: config["corpus"]["source"] == "dataset" or config["corpus"]["tokenizer"] is not None
     conda:
         "../../envs/train.yaml"
     params:
-        vocab_size=config["corpus"]["vocab_size"],
-        max_chars=config["corpus"]["max_chars"],
+        **config["corpus"],
     script:
         "../scripts/prepare_corpus.py"
 

@@ -4,10 +4,18 @@ start(snakemake)
 
 import logging
 
-from crosslayer.corpus import encode_corpus, extract_wikipedia_text, train_tokenizer
+from crosslayer.corpus import encode_corpus, extract_wikipedia_text, save_tokenizer, train_tokenizer, write_text_blocks
+from crosslayer.samples import dataset_texts
 
-out = snakemake.output
-stats = extract_wikipedia_text(out.text, max_chars=snakemake.params.max_chars)
+out, params = snakemake.output, snakemake.params
+if params.source == "dataset":
+    texts = dataset_texts(**params.dataset, key="corpus.dataset")
+    stats = write_text_blocks(texts, out.text, max_chars=params.max_chars)
+else:
+    stats = extract_wikipedia_text(out.text, max_chars=params.max_chars)
 logging.info("corpus: %s", stats)
-train_tokenizer(out.text, out.tokenizer, vocab_size=snakemake.params.vocab_size)
+if params.tokenizer is None:
+    train_tokenizer(out.text, out.tokenizer, vocab_size=params.vocab_size)
+else:
+    save_tokenizer(params.tokenizer, out.tokenizer, revision=params.tokenizer_revision)
 logging.info("tokens: %d", encode_corpus(out.text, out.tokenizer, out.tokens))
