@@ -192,3 +192,23 @@ def test_ablation_settings_layer_the_run_over_the_ablations_over_the_train_block
                                                  "residual": True, "norm": True, "save_steps": [150]}
     nores = ablation_settings(config, "nores")
     assert (nores["residual"], nores["activation"], nores["norm"], nores["n_layers"]) == (False, "none", True, 6)
+
+
+def test_train_overrides_are_train_settings_without_defaults():
+    import yaml
+
+    defs = yaml.safe_load((Path(__file__).parents[1] / "config/schema.yaml").read_text())["$defs"]
+    settings, overrides = defs["train_settings"]["properties"], defs["train_overrides"]["properties"]
+    assert overrides == {key: {k: v for k, v in spec.items() if k != "default"} for key, spec in settings.items()}
+
+
+def test_a_models_train_block_changes_only_the_keys_it_names():
+    # Defaults filled into a per-model block would silently replace the top-level settings.
+    from snakemake.utils import validate
+
+    config = {"models": {"m": {"source": "train", "arch": "llama", "steps": [0], "train": {"lr": 0.01}}},
+              "train": {"d_model": 32}, "transformer_ablations": {"train": {"n_layers": 3}}}
+    validate(config, str(Path(__file__).parents[1] / "config/schema.yaml"))
+    assert config["models"]["m"]["train"] == {"lr": 0.01} and config["transformer_ablations"]["train"] == {"n_layers": 3}
+    settings = train_settings(config, "m")
+    assert (settings["d_model"], settings["lr"], settings["n_layers"]) == (32, 0.01, 6)

@@ -134,3 +134,17 @@ def test_outcome_of_a_finished_run_is_its_last_held_out_loss(data, tmp_path):  #
     assert outcome["perplexity"] == pytest.approx(np.exp(outcome["eval_loss"]))
     with pytest.raises(ValueError, match="ends at step 3, not at the run's 5 steps"):
         training_outcome(log, steps=5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_training_on_cuda_follows_the_cpu_run(data, tmp_path):  # noqa: F811
+    cpu = _train(data, tmp_path / "cpu", activation="relu")
+    cuda = _train(data, tmp_path / "cuda", activation="relu", device="cuda")
+    np.testing.assert_allclose(cuda.loss, cpu.loss, rtol=1e-3)  # same init and batches; float32 kernels differ
+    assert json.loads((tmp_path / "cuda/train_args.json").read_text())["device"] == "cuda"
+
+
+def test_cuda_without_a_gpu_says_so(data, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="train device is cuda but torch sees no GPU"):
+        _train(data, tmp_path, device="cuda")

@@ -255,6 +255,7 @@ def train_model(
     residual: bool = True,
     norm: bool = True,
     stop_on_divergence: bool = False,
+    device: str = "cpu",
     progress: bool = True,
 ) -> pd.DataFrame:
     """Train a tiny causal LM and save checkpoints at the given steps.
@@ -291,6 +292,9 @@ def train_model(
         Clip the global gradient norm to this (``0`` disables).
     eval_windows : int
         Number of fixed non-overlapping held-out windows for ``eval_loss``.
+    device : {"cpu", "cuda"}
+        Where the model trains (float32); the batch sampler stays on the CPU, so the token
+        stream is the same on both.
     stop_on_divergence : bool
         A non-finite training loss ends the run (its row is the log's last, no later checkpoint
         is saved) instead of raising: a failure control whose divergence is the result.
@@ -318,6 +322,8 @@ def train_model(
     from transformers import AutoTokenizer
 
     _check_arch(arch)
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train device is cuda but torch sees no GPU here; set device: cpu or run on a GPU node")
     torch.set_num_threads(threads)
     retain_freed_memory()  # 15-40% faster steps on 2 cores
     saves = sorted(set(int(s) for s in save_steps))
@@ -335,7 +341,7 @@ def train_model(
             f"after holding out {n_eval} for evaluation"
         )
     n_windows = min(eval_windows, len(eval_tokens) // (context + 1))
-    eval_batch = eval_tokens[: n_windows * (context + 1)].view(n_windows, context + 1)
+    eval_batch = eval_tokens[: n_windows * (context + 1)].view(n_windows, context + 1).to(device)
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     vocab_size = len(tokenizer)
@@ -360,7 +366,7 @@ def train_model(
         # No pad_token_id: it would zero that embedding row, and training never pads.
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-    )
+    ).to(device)
     # nanoGPT convention: decay matrices (incl. embeddings), not biases or norm gains.
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
@@ -378,7 +384,7 @@ def train_model(
             dict(
                 arch=arch, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
                 n_kv_heads=n_kv_heads, d_ff=d_ff, context=context, vocab_size=vocab_size,
-                activation=activation, residual=residual, norm=norm,
+                activation=activation, residual=residual, norm=norm, device=device,
                 batch_size=batch_size, lr=lr, weight_decay=weight_decay,
                 warmup_steps=warmup_steps, save_steps=saves, seed=seed, threads=threads,
                 grad_clip=grad_clip, eval_windows=n_windows,
@@ -402,7 +408,7 @@ def train_model(
 
         # Random contiguous windows; the seeded generator makes the stream reproducible.
         starts = torch.randint(len(train_tokens) - context, (batch_size,), generator=generator)
-        batch = train_tokens[starts[:, None] + offsets]
+        batch = train_tokens[starts[:, None] + offsets].to(device)
         inputs, targets = batch[:, :-1], batch[:, 1:]
         step_lr = lr_at(step, lr=lr, warmup_steps=warmup_steps, max_steps=max_steps)
 

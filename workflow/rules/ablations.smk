@@ -21,6 +21,8 @@ rule train_ablation:
     conda:
         "../../envs/train.yaml"
     threads: get_ablation_threads
+    resources:
+        gpu=get_ablation_gpu,
     params:
         settings=get_ablation_params,
     script:

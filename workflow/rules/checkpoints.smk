@@ -37,6 +37,8 @@ rule train_model:
     conda:
         "../../envs/train.yaml"
     threads: get_train_threads
+    resources:
+        gpu=get_train_gpu,
     params:
         settings=get_train_params,
     script:

@@ -112,6 +112,10 @@ def get_train_threads(wildcards):
     return cfg.train_settings(config, wildcards.model)["threads"]
 
 
+def get_train_gpu(wildcards):
+    return get_gpu_request(cfg.train_settings(config, wildcards.model)["device"])
+
+
 def every_step(pattern):
     """Input function: `pattern` (with {model} and {step}) for every step of the job's model."""
 
@@ -206,6 +210,10 @@ def get_ablation_params(wildcards):
 
 def get_ablation_threads(wildcards):
     return cfg.ablation_settings(config, wildcards.ablation)["threads"]
+
+
+def get_ablation_gpu(wildcards):
+    return get_gpu_request(cfg.ablation_settings(config, wildcards.ablation)["device"])
 
 
 def get_gpu_request(device):
