@@ -64,7 +64,8 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
 def test_continuity_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "continuity.yaml"
     models = yaml.safe_load(suite.read_text())["models"]
-    jobs = planned_jobs(dry_run(tmp_path, suite))
+    output = dry_run(tmp_path, suite)
+    jobs = planned_jobs(output)
     checkpoints = 1 + 1 + 1 + 6  # Llama 3.1 8B and 70B, GPT-2 XL final; Pythia 1.4B at six steps
     assert jobs.get("download_checkpoint") == jobs.get("projection_continuity") == checkpoints
     assert jobs.get("plot_continuity") == jobs.get("summarize_continuity") == len(models) == 4
@@ -72,4 +73,8 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     toy = yaml.safe_load(suite.read_text())["toy"]
     assert len(toy["runs"]) == 11 + 4 + 2  # Table 1, Table 3, Fig. 2
     assert jobs.get("train_toy") == 3 * len(toy["runs"]) and jobs.get("prepare_mnist") == 1
+    # section 5: four activations and the two failure controls, on WikiText-103 with GPT-2's tokenizer
+    assert jobs.get("train_ablation") == jobs.get("ablation_continuity") == 6 and jobs.get("prepare_corpus") == 1
+    trainings = [block for block in output.split("\nrule ")[1:] if block.startswith("train_ablation:")]
+    assert len(trainings) == 6 and all("gpu=1" in block for block in trainings)  # trained on the GPU
     assert not {"block_coupling", "block_jacobians", "train_model"} & set(jobs)  # the other papers' stages are off

@@ -291,7 +291,7 @@ def test_transformer_ablations_match_an_independent_recomputation_from_the_saved
 
 def test_a_diverging_ablation_is_reported_with_its_step(tmp_path):
     change = overlay(tmp_path / "diverge.yaml", "transformer_ablations: {train: {lr: 1.0e+30}}")
-    snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY), change, "results/figures/continuity/ablations.png")
+    snakemake(tmp_path, "results/figures/continuity/ablations.png", "--cores", "2", "--configfile", str(TINY), change)
     table = pd.read_csv(tmp_path / "results/continuity/ablations.tsv", sep="\t")
     assert table["diverged_step"].between(1, 6).all() and table["perplexity"].isna().all()
     assert not any(col.endswith((".u1", ".v1")) for col in table.columns)  # no run left continuity to report
@@ -310,7 +310,7 @@ def test_a_dataset_corpus_with_an_existing_tokenizer_trains_the_ablations(tiny_r
         "corpus": {"source": "dataset", "dataset": {"path": str(tmp_path / "data"), "name": None},
                    "tokenizer": str(tiny_run / "results/corpus/tokenizer")}}))
     work = tmp_path / "work"
-    snakemake(work, "--cores", "2", "--configfile", str(TINY), change, "results/ablations/res_silu.continuity.tsv",
+    snakemake(work, "results/ablations/res_silu.continuity.tsv", "--cores", "2", "--configfile", str(TINY), change,
               env={"HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
     tokenizer = AutoTokenizer.from_pretrained(work / "results/corpus/tokenizer")
     ids = np.load(work / "results/corpus/tokens.npy")
