@@ -7,6 +7,10 @@ Llama-style (SwiGLU MLP, sequential blocks, RMSNorm) model on a token array from
 ``config.json`` and the tokenizer) that ``AutoModelForCausalLM.from_pretrained`` loads,
 step 0 being the initialisation.
 
+Paper 003's transformer ablations are Llama models built here with the gate activation
+switched (SiLU, ReLU, GELU, none), or without residual connections or RMSNorms; a run may be
+asked to stop at a non-finite loss and report it (:func:`training_outcome`) instead of failing.
+
 The loop is deliberately plain (nanoGPT-like): random contiguous windows, AdamW with
 weight decay on matrices only, linear warmup then cosine decay to 10 %, gradient
 clipping at 1, float32 throughout. Runs are deterministic: the same arguments give
