@@ -14,6 +14,7 @@ from crosslayer.jacobian import (
 )
 
 transformers = pytest.importorskip("transformers")
+from tiny_families import CONFIGS  # noqa: E402
 
 D = 64
 
@@ -52,11 +53,18 @@ def _config(family):
         activation = "gelu_new" if family == "gpt2" else family.split("_", 1)[1]
         return transformers.GPT2Config(vocab_size=37, n_layer=2, n_embd=D, n_head=4, n_positions=16,
                                        activation_function=activation, bos_token_id=None, eos_token_id=None)
-    raise KeyError(family)
+    return CONFIGS[family]()  # the other families at the shared tiny size (d = 32)
 
 
 FAMILIES = ["gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "olmo3", "bloom", "gpt2",
-            "gpt2_relu", "gpt2_gelu", "gpt2_gelu_pytorch_tanh", "gpt2_silu"]
+            "gpt2_relu", "gpt2_gelu", "gpt2_gelu_pytorch_tanh", "gpt2_silu", "mistral", "qwen2", "qwen3", "phi3",
+            "phi", "exaone4", "gemma3_text", "gemma3", "gpt_neo", "mpt", "falcon", "falcon_multi_query",
+            "falcon_sequential"]
+PARALLEL = {"gpt_neox", "phi", "falcon", "falcon_multi_query"}
+# attention module of a block, where it is not ``self_attn``
+ATTENTION = {"gpt_neox": "attention", "gpt_neox_sequential": "attention", "bloom": "self_attention",
+             "falcon": "self_attention", "falcon_multi_query": "self_attention",
+             "falcon_sequential": "self_attention", "gpt_neo": "attn", "mpt": "attn"}
 
 
 def _model(family, seed=0):
@@ -66,7 +74,7 @@ def _model(family, seed=0):
     model = transformers.AutoModel.from_config(config).to(torch.float32).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():  # nothing trivially identity or zero
-            if "norm" in name or name.split(".")[-2].startswith("ln"):
+            if "norm" in name or name.split(".")[-2].startswith("ln"):  # Gemma's 1 + w: away from 1 too
                 p.copy_(1.0 + 0.3 * torch.randn_like(p) if name.endswith("weight") else 0.2 * torch.randn_like(p))
             elif p.ndim == 1:
                 p.copy_(0.1 * torch.randn_like(p))
@@ -78,6 +86,10 @@ def _model(family, seed=0):
 @pytest.fixture(scope="module", params=FAMILIES)
 def family_model(request):
     return request.param, _model(request.param)
+
+
+def _width(model):
+    return model.config.get_text_config().hidden_size
 
 
 def _rel(a, b):
@@ -92,49 +104,73 @@ def test_closed_form_equals_autograd_of_the_real_block(family_model, factored, m
         monkeypatch.setattr(jacobian, "_factored", lambda p: factored)
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
-    assert len(blocks) == 2
+    assert len(blocks) in (2, 3)  # every layer type of the tiny configs
+    d = _width(model)
     torch.manual_seed(1)
-    x = 2.0 * torch.randn(3, D) + 0.5
+    x = 2.0 * torch.randn(3, d) + 0.5
     for layer, block in enumerate(blocks):
         parts = adapter.block_parts(block)
-        assert parts.parallel == (family == "gpt_neox")
+        assert parts.parallel == (family in PARALLEL)
         J = block_jacobians(parts, x, layer=layer)
         ref = block_jacobians_autograd(single_token_block_fn(block, model), x)
-        assert J.shape == ref.shape == (3, D, D) and J.dtype == torch.float32
+        assert J.shape == ref.shape == (3, d, d) and J.dtype == torch.float32
         assert _rel(J, ref) <= 1e-5, (family, layer, _rel(J, ref))
-        assert _rel(J - torch.eye(D), ref - torch.eye(D)) <= 1e-5, (family, layer)  # residual part too
+        assert _rel(J - torch.eye(d), ref - torch.eye(d)) <= 1e-5, (family, layer)  # residual part too
 
 
 def test_one_token_attention_is_w_o_w_v_after_the_norm(family_model):
-    """The claim the closed form rests on: over one key, attention(n) = W_o (W_v n + b_v) + b_o."""
+    """The claim the closed form rests on: over one key, attention(n) = W_o (W_v n + b_v) + b_o,
+    checked on the attention module's own input and output in the model's forward of one token."""
     family, model = family_model
     adapter = adapter_for(model)
-    block = adapter.blocks(model)[0]
+    block = adapter.blocks(model)[1]
     parts = adapter.block_parts(block)
-    torch.manual_seed(2)
-    x = torch.randn(1, 1, D)
-    with torch.no_grad():
-        if family in ("gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "olmo3"):
-            attn = block.attention if family.startswith("gpt_neox") else block.self_attn
-            pos = torch.zeros(1, 1, dtype=torch.long)
-            kind = {"layer_type": attn.attention_type} if family == "olmo3" else {}
-            cos, sin = model.rotary_emb(x, position_ids=pos, **kind)
-            got = attn(x, attention_mask=None, position_ids=pos, position_embeddings=(cos, sin))[0]
-        elif family == "bloom":
-            from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    attention = getattr(block, ATTENTION.get(family, "attn" if family.startswith("gpt2") else "self_attn"))
+    seen = {}
 
-            alibi = build_alibi_tensor(torch.ones(1, 1), 4, torch.float32)
-            got = block.self_attention(x, torch.zeros_like(x), alibi=alibi, attention_mask=None)[0]
-        elif family.startswith("gpt2"):
-            got = block.attn(x, attention_mask=None)[0]
-        else:
-            raise KeyError(family)
+    def record_input(module, args, kwargs):
+        seen["n"] = (args[0] if args else kwargs["hidden_states"]).reshape(-1)
+        seen["residual"] = args[1] if len(args) > 1 else kwargs.get("residual")  # BLOOM adds it inside
+
+    def record_output(module, args, kwargs, out):
+        seen["out"] = (out[0] if isinstance(out, tuple) else out).reshape(-1)
+
+    handles = [attention.register_forward_pre_hook(record_input, with_kwargs=True),
+               attention.register_forward_hook(record_output, with_kwargs=True)]
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[5]]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    got = seen["out"] - (0 if family != "bloom" else seen["residual"].reshape(-1))
     rep = parts.n_heads // parts.n_kv_heads
-    w_v = parts.w_v.view(parts.n_kv_heads, parts.head_dim, D).repeat_interleave(rep, 0).reshape(-1, D)
+    d = _width(model)
+    w_v = parts.w_v.view(parts.n_kv_heads, parts.head_dim, d).repeat_interleave(rep, 0).reshape(-1, d)
     b_v = torch.zeros(w_v.shape[0]) if parts.b_v is None else (
         parts.b_v.view(parts.n_kv_heads, parts.head_dim).repeat_interleave(rep, 0).reshape(-1))
-    want = parts.w_o @ (w_v @ x.reshape(D) + b_v) + (0 if parts.b_o is None else parts.b_o)
-    assert _rel(got.reshape(D), want) <= 1e-5
+    want = parts.w_o @ (w_v @ seen["n"] + b_v) + (0 if parts.b_o is None else parts.b_o)
+    assert _rel(got, want) <= 1e-5
+
+
+def test_single_token_forward_is_the_models_own_call(family_model):
+    """The autograd reference reruns each block as the model's forward on one token calls it."""
+    family, model = family_model
+    blocks = adapter_for(model).blocks(model)
+    seen = {}
+    handles = [b.register_forward_hook(lambda m, args, kwargs, out, i=i: seen.__setitem__(
+        i, ((args[0] if args else kwargs["hidden_states"]).reshape(-1), (out[0] if isinstance(out, tuple) else out)
+            .reshape(-1))), with_kwargs=True) for i, b in enumerate(blocks)]
+    try:
+        with torch.no_grad():
+            model(input_ids=torch.tensor([[7]]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    for i, block in enumerate(blocks):
+        x, out = seen[i]
+        with torch.no_grad():
+            torch.testing.assert_close(single_token_block_fn(block, model)(x), out, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("family", ["llama", "gpt_neox_sequential"])

@@ -1,9 +1,15 @@
 """Tiny configs of every family the Jacobian and trajectory paths support, shared by tests:
-d = 32, 3 layers, 4 heads (2 key/value heads where the family has GQA)."""
+d = 32, 3 layers, 4 heads (2 key/value heads where the family has GQA); sliding windows of 4
+tokens where the family has them, so that token-wise tests cross a window's edge."""
 
 import transformers as T
 
 D, LAYERS, HEADS, VOCAB = 32, 3, 4, 101
+
+GEMMA3_TEXT = dict(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
+                   head_dim=8, intermediate_size=64, vocab_size=VOCAB, sliding_window=4, bos_token_id=0,
+                   eos_token_id=1, pad_token_id=2, final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
+                   layer_types=["sliding_attention", "sliding_attention", "full_attention"])
 
 CONFIGS = {
     "gpt_neox": lambda: T.GPTNeoXConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
@@ -20,6 +26,43 @@ CONFIGS = {
                                    layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
     "bloom": lambda: T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB),
     "gpt2": lambda: T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB, n_positions=64),
+    "mistral": lambda: T.MistralConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                       num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB, sliding_window=4),
+    "qwen2": lambda: T.Qwen2Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB),
+    "qwen3": lambda: T.Qwen3Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, head_dim=16, intermediate_size=64, vocab_size=VOCAB),
+    "phi3": lambda: T.Phi3Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                 num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB, pad_token_id=0,
+                                 bos_token_id=1, eos_token_id=2),
+    "phi": lambda: T.PhiConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                               intermediate_size=64, vocab_size=VOCAB, qk_layernorm=True,
+                               rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                "partial_rotary_factor": 0.5}),
+    "exaone4": lambda: T.Exaone4Config(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                       num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB,
+                                       sliding_window=4, bos_token_id=0, eos_token_id=1,
+                                       layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
+    "gemma3_text": lambda: T.Gemma3TextConfig(**GEMMA3_TEXT),
+    # The released Gemma 3 (4B and up): the text decoder inside a vision-language model.
+    "gemma3": lambda: T.Gemma3Config(
+        text_config=GEMMA3_TEXT, mm_tokens_per_image=4,
+        vision_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                           image_size=28, patch_size=14)),
+    "gpt_neo": lambda: T.GPTNeoConfig(hidden_size=D, num_layers=LAYERS, num_heads=HEADS, vocab_size=VOCAB,
+                                      max_position_embeddings=64, window_size=4, bos_token_id=0, eos_token_id=1,
+                                      attention_types=[[["global", "local"], 1], [["global"], 1]]),
+    "mpt": lambda: T.MptConfig(d_model=D, n_layers=LAYERS, n_heads=HEADS, vocab_size=VOCAB, max_seq_len=64),
+    # Falcon's three attention layouts: grouped (40B/180B), multi-query (7B), per head (RW-1B, ALiBi)
+    "falcon": lambda: T.FalconConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                     vocab_size=VOCAB, new_decoder_architecture=True, num_kv_heads=2,
+                                     bos_token_id=0, eos_token_id=1),
+    "falcon_multi_query": lambda: T.FalconConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                 vocab_size=VOCAB, multi_query=True, parallel_attn=True,
+                                                 bos_token_id=0, eos_token_id=1),
+    "falcon_sequential": lambda: T.FalconConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                                vocab_size=VOCAB, multi_query=False, parallel_attn=False,
+                                                alibi=True, bias=True, bos_token_id=0, eos_token_id=1),
 }
 
 

@@ -205,6 +205,11 @@ def _rmsnorm(module):
     return NormParts("rmsnorm", _t(module.weight), None, float(eps))
 
 
+def _gemma_rmsnorm(module):
+    """Gemma's RMSNorm multiplies by ``1 + weight`` (its weights are stored around zero)."""
+    return NormParts("rmsnorm", 1.0 + _t(module.weight), None, float(module.eps))
+
+
 def _linear_parts(module):
     return _t(module.weight), _t(module.bias)
 
@@ -247,6 +252,12 @@ def _fused_per_head(key, g, part):
     return _Source(key, (3 * nh * hd, d), lambda w: w.view(nh, 3, hd, d)[:, part].reshape(nh * hd, d))
 
 
+def _rows(key, shape, start, stop):
+    """Rows ``start:stop`` of a fused ``nn.Linear`` weight whose parts are stacked along the
+    output dimension (Phi-3 ``qkv_proj`` and ``gate_up_proj``, MPT ``Wqkv``)."""
+    return _Source(key, shape, lambda w: w[start:stop])
+
+
 def _fused_conv1d(key, g, part):
     """GPT-2 ``c_attn``: stored ``(d, 3 d)`` with q, k, v contiguous along columns."""
     width = g.n_heads * g.head_dim
@@ -270,9 +281,14 @@ class FamilyAdapter:
     model_type: str
     layer_key: str  # e.g. "layers.{layer}"
 
+    #: A substring every layer-key prefix must contain, for checkpoints that also hold other
+    #: towers with the same layer names (Gemma 3's vision encoder); None accepts any prefix.
+    prefix_filter: str | None = None
+
     def __init__(self, config):
-        self.config = config
-        self.geometry = self._geometry(config)
+        # Multimodal configs (Gemma 3) nest the decoder's settings; text models return themselves.
+        self.config = config.get_text_config()
+        self.geometry = self._geometry(self.config)
 
     def _geometry(self, config) -> Geometry:
         raise NotImplementedError
@@ -286,10 +302,14 @@ class FamilyAdapter:
     def blocks(self, model) -> list:
         """The decoder blocks of a loaded transformers model (bare or with a head), in order."""
         stem = self.layer_key.rsplit(".", 1)[0]  # "layers", "h", "encoder.layer"
-        module = model.base_model
+        module = self._decoder(model)
         for name in stem.split("."):
             module = getattr(module, name)
         return list(module)
+
+    def _decoder(self, model):
+        """The module that holds the blocks under ``layer_key``'s stem."""
+        return model.base_model
 
     def block_parts(self, block) -> BlockParts:
         """The canonical :class:`BlockParts` of one loaded block (what single-token
@@ -300,9 +320,16 @@ class FamilyAdapter:
     def single_token_forward(self, model, block):
         """A callable ``f(h) -> out`` running ``block`` exactly as ``model`` does, on
         ``h`` of shape ``(1, 1, d)`` taken as a one-token sequence at position 0; ``out`` is
-        the block's output hidden state, same shape."""
-        raise NotImplementedError(
-            f"{self.model_type}: single-token block forward is not implemented for this family")
+        the block's output hidden state, same shape.
+
+        The block's other arguments (rotary position embeddings of its layer type, ALiBi,
+        masks) are recorded from the model's own forward on a one-token sequence, so no family
+        needs its own version."""
+        from crosslayer.token_jacobians import block_calls  # it imports this module
+
+        layer = next(i for i, b in enumerate(self.blocks(model)) if b is block)
+        call = block_calls(model, [0], layers=[layer])[layer]
+        return lambda h: call(h[0])[None]
 
     def pre_mlp_residual_module(self, block):
         """The submodule of a loaded ``block`` whose forward *input* (first argument,
@@ -314,25 +341,6 @@ class FamilyAdapter:
         """
         raise NotImplementedError(
             f"{self.model_type}: the pre-MLP residual stream is not implemented for this family")
-
-
-def _rotary_forward(model, block, layer_type=None):
-    """Forward of a RoPE decoder layer at position 0, as the model's own forward calls it.
-
-    ``layer_type`` names the block's attention kind for models whose rotary embedding differs
-    per kind (OLMo 3: ``"sliding_attention"`` / ``"full_attention"``)."""
-    param = next(block.parameters())
-    position_ids = torch.zeros(1, 1, dtype=torch.long, device=param.device)
-    kind = {} if layer_type is None else {"layer_type": layer_type}
-    with torch.no_grad():
-        dummy = torch.zeros(1, 1, model.config.hidden_size, dtype=param.dtype, device=param.device)
-        cos, sin = model.base_model.rotary_emb(dummy, position_ids=position_ids, **kind)
-
-    def forward(h):
-        out = block(h, attention_mask=None, position_ids=position_ids, position_embeddings=(cos, sin))
-        return out[0] if isinstance(out, tuple) else out
-
-    return forward
 
 
 def _attention_parts(w_v, b_v, w_o, b_o, g):
@@ -392,8 +400,6 @@ class GPTNeoXAdapter(FamilyAdapter):
             attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm),
             parallel=bool(block.use_parallel_residual))
 
-    def single_token_forward(self, model, block):
-        return _rotary_forward(model, block)
 
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` normalises the MLP input: it reads ``x + attn(x)``
@@ -410,7 +416,10 @@ class LlamaAdapter(FamilyAdapter):
     def _geometry(self, c):
         nh, nkv, hd = _heads(c)
         return Geometry(self.model_type, c.num_hidden_layers, c.hidden_size, c.intermediate_size,
-                        nh, nkv, hd, c.hidden_act, True, False)
+                        nh, nkv, hd, self._mlp_activation(c), True, False)
+
+    def _mlp_activation(self, c):
+        return c.hidden_act
 
     def sources(self):
         g = self.geometry
@@ -425,16 +434,18 @@ class LlamaAdapter(FamilyAdapter):
             "down": _linear("mlp.down_proj.weight", d, g.d_ff),
         }
 
-    def _weights(self, block):
+    def _value_gate_up(self, block):
+        """``(w_v, b_v), (w_gate, b_gate), (w_up, b_up)`` of a loaded block."""
         attn, mlp = block.self_attn, block.mlp
-        w_v, b_v = _linear_parts(attn.v_proj)
-        w_o, b_o = _linear_parts(attn.o_proj)
-        w_gate, b_gate = _linear_parts(mlp.gate_proj)
-        w_up, b_up = _linear_parts(mlp.up_proj)
-        w_down, b_down = _linear_parts(mlp.down_proj)
+        return _linear_parts(attn.v_proj), _linear_parts(mlp.gate_proj), _linear_parts(mlp.up_proj)
+
+    def _weights(self, block):
+        (w_v, b_v), (w_gate, b_gate), (w_up, b_up) = self._value_gate_up(block)
+        w_o, b_o = _linear_parts(block.self_attn.o_proj)
+        w_down, b_down = _linear_parts(block.mlp.down_proj)
         return dict(**_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_gate=w_gate, b_gate=b_gate,
                     w_up=w_up, b_up=b_up, w_down=w_down, b_down=b_down,
-                    activation=_activation(self.config.hidden_act, self.model_type))
+                    activation=_activation(self.geometry.mlp_activation, self.model_type))
 
     def block_parts(self, block):
         """Pre-norm RMSNorm before attention (``input_layernorm``) and before the MLP
@@ -442,8 +453,6 @@ class LlamaAdapter(FamilyAdapter):
         return BlockParts(**self._weights(block), attn_pre_norm=_rmsnorm(block.input_layernorm),
                           mlp_pre_norm=_rmsnorm(block.post_attention_layernorm))
 
-    def single_token_forward(self, model, block):
-        return _rotary_forward(model, block)
 
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` is the MLP's pre-norm; it reads ``x + attn(x)``."""
@@ -475,9 +484,6 @@ class Olmo3Adapter(Olmo2Adapter):
 
     model_type = "olmo3"
 
-    def single_token_forward(self, model, block):
-        """The block's own layer type selects its rotary embedding, as in ``Olmo3Model``."""
-        return _rotary_forward(model, block, layer_type=block.self_attn.attention_type)
 
 
 class BloomAdapter(GPTNeoXAdapter):
@@ -507,17 +513,6 @@ class BloomAdapter(GPTNeoXAdapter):
             **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
             b_down=b_down, activation="gelu_tanh", attn_pre_norm=_layernorm(block.input_layernorm),
             mlp_pre_norm=_layernorm(block.post_attention_layernorm))
-
-    def single_token_forward(self, model, block):
-        from transformers.models.bloom.modeling_bloom import build_alibi_tensor
-
-        param = next(block.parameters())
-        alibi = build_alibi_tensor(torch.ones(1, 1, device=param.device), self.geometry.n_heads, param.dtype)
-
-        def forward(h):
-            return block(h, alibi=alibi, attention_mask=None)[0]
-
-        return forward
 
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` reads ``self_attention``'s output, which already
@@ -566,18 +561,294 @@ class GPT2Adapter(FamilyAdapter):
             b_down=b_down, activation=_activation(self.config.activation_function, self.model_type),
             attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
 
-    def single_token_forward(self, model, block):
-        def forward(h):
-            out = block(h, attention_mask=None)
-            return out[0] if isinstance(out, tuple) else out
-
-        return forward
-
     def pre_mlp_residual_module(self, block):
         """``ln_2`` normalises the MLP input ``x + attn(x)`` (no cross-attention in decoders)."""
         if getattr(block, "crossattention", None) is not None:
             raise NotImplementedError("gpt2: blocks with cross-attention are not supported")
         return block.ln_2
+
+
+class MistralAdapter(LlamaAdapter):
+    """Mistral: Llama's block and names; sliding-window attention does not change one token."""
+
+    model_type = "mistral"
+
+
+class Qwen2Adapter(LlamaAdapter):
+    """Qwen2 / Qwen2.5: Llama's block and names, with q/k/v biases (read with the weights)."""
+
+    model_type = "qwen2"
+
+
+class Qwen3Adapter(LlamaAdapter):
+    """Qwen3: Llama's block and names, explicit ``head_dim``; its q_norm/k_norm act on queries
+    and keys only, which one token's attention does not depend on."""
+
+    model_type = "qwen3"
+
+
+class Phi3Adapter(LlamaAdapter):
+    """Phi-3: Llama's pre-norm block with fused ``qkv_proj`` (q, k, v stacked by rows) and
+    ``gate_up_proj`` (gate rows first: ``up * act(gate)`` after ``chunk(2)``)."""
+
+    model_type = "phi3"
+
+    def sources(self):
+        g = self.geometry
+        d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+        qkv, qkv_shape = "self_attn.qkv_proj.weight", (q + 2 * kv, d)
+        gate_up, gate_up_shape = "mlp.gate_up_proj.weight", (2 * g.d_ff, d)
+        return {
+            "q": _rows(qkv, qkv_shape, 0, q),
+            "k": _rows(qkv, qkv_shape, q, q + kv),
+            "v": _rows(qkv, qkv_shape, q + kv, q + 2 * kv),
+            "o": _linear("self_attn.o_proj.weight", d, q),
+            "gate": _rows(gate_up, gate_up_shape, 0, g.d_ff),
+            "up": _rows(gate_up, gate_up_shape, g.d_ff, 2 * g.d_ff),
+            "down": _linear("mlp.down_proj.weight", d, g.d_ff),
+        }
+
+    def _value_gate_up(self, block):
+        g = self.geometry
+        start = (g.n_heads + g.n_kv_heads) * g.head_dim  # value rows follow the queries and keys
+        w_qkv, b_qkv = _linear_parts(block.self_attn.qkv_proj)
+        w_gu, b_gu = _linear_parts(block.mlp.gate_up_proj)
+        cut = lambda t, a, b: None if t is None else t[a:b]  # noqa: E731
+        return ((w_qkv[start:], cut(b_qkv, start, None)), (w_gu[: g.d_ff], cut(b_gu, 0, g.d_ff)),
+                (w_gu[g.d_ff:], cut(b_gu, g.d_ff, None)))
+
+
+class Exaone4Adapter(Olmo2Adapter):
+    """EXAONE 4.0: OLMo 2's block (RMSNorm on each sublayer's output inside the residual,
+    q_norm/k_norm) and Llama names; its global layers drop RoPE, which one token never sees."""
+
+    model_type = "exaone4"
+
+
+class Gemma3TextAdapter(LlamaAdapter):
+    """Gemma 3 text decoders: Llama names, GeGLU (tanh GELU gate) and "sandwich" RMSNorms
+    around both sublayers (``input_layernorm`` / ``post_attention_layernorm``,
+    ``pre_feedforward_layernorm`` / ``post_feedforward_layernorm``), each scaling by
+    ``1 + weight``. The embedding scale ``sqrt(d)`` acts before the first block, q/k norms,
+    attention soft-capping and sliding windows on queries and keys only, and the final
+    logit soft-capping after the last block: none enters a block's one-token Jacobian."""
+
+    model_type = "gemma3_text"
+
+    def _mlp_activation(self, c):
+        return c.hidden_activation
+
+    def block_parts(self, block):
+        return BlockParts(**self._weights(block), attn_pre_norm=_gemma_rmsnorm(block.input_layernorm),
+                          attn_post_norm=_gemma_rmsnorm(block.post_attention_layernorm),
+                          mlp_pre_norm=_gemma_rmsnorm(block.pre_feedforward_layernorm),
+                          mlp_post_norm=_gemma_rmsnorm(block.post_feedforward_layernorm))
+
+    def pre_mlp_residual_module(self, block):
+        """``pre_feedforward_layernorm`` reads ``x + post_attention_layernorm(attn(x))``."""
+        return block.pre_feedforward_layernorm
+
+
+class Gemma3Adapter(Gemma3TextAdapter):
+    """Gemma 3 (4B and up) as released: the text decoder inside a vision-language model; only
+    the language model's blocks are read (the vision tower has layers of the same names)."""
+
+    model_type = "gemma3"
+    prefix_filter = "language_model"
+
+    def _decoder(self, model):
+        return model.base_model.language_model
+
+
+class PhiAdapter(FamilyAdapter):
+    """Phi-1, Phi-1.5, Phi-2: one LayerNorm feeds attention and MLP in parallel
+    (``out = x + attn(ln(x)) + mlp(ln(x))``); separate biased q/k/v, ``dense``, ``fc1``/``fc2``."""
+
+    model_type = "phi"
+    layer_key = "layers.{layer}"
+
+    def _geometry(self, c):
+        nh, nkv, hd = _heads(c)
+        return Geometry("phi", c.num_hidden_layers, c.hidden_size, c.intermediate_size, nh, nkv, hd,
+                        c.hidden_act, False, True)
+
+    def sources(self):
+        g = self.geometry
+        d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+        return {
+            "q": _linear("self_attn.q_proj.weight", q, d),
+            "k": _linear("self_attn.k_proj.weight", kv, d),
+            "v": _linear("self_attn.v_proj.weight", kv, d),
+            "o": _linear("self_attn.dense.weight", d, q),
+            "up": _linear("mlp.fc1.weight", g.d_ff, d),
+            "down": _linear("mlp.fc2.weight", d, g.d_ff),
+        }
+
+    def block_parts(self, block):
+        w_v, b_v = _linear_parts(block.self_attn.v_proj)
+        w_o, b_o = _linear_parts(block.self_attn.dense)
+        w_up, b_up = _linear_parts(block.mlp.fc1)
+        w_down, b_down = _linear_parts(block.mlp.fc2)
+        norm = _layernorm(block.input_layernorm)
+        return BlockParts(
+            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
+            b_down=b_down, activation=_activation(self.config.hidden_act, self.model_type),
+            attn_pre_norm=norm, mlp_pre_norm=norm, parallel=True)
+
+    def pre_mlp_residual_module(self, block):
+        """Parallel block: the MLP reads the block input, which ``input_layernorm`` receives."""
+        return block.input_layernorm
+
+
+class GPTNeoAdapter(FamilyAdapter):
+    """GPT-Neo: GPT-2's pre-norm sequential block with ``nn.Linear`` weights (q/k/v without
+    bias) under ``attn.attention``; local-attention layers differ only beyond one token."""
+
+    model_type = "gpt_neo"
+    layer_key = "h.{layer}"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        d = c.hidden_size
+        return Geometry("gpt_neo", c.num_layers, d, c.intermediate_size or 4 * d, nh, nh, hd,
+                        c.activation_function, False, False)
+
+    def sources(self):
+        g = self.geometry
+        d, width = g.d_model, g.n_heads * g.head_dim
+        return {
+            "q": _linear("attn.attention.q_proj.weight", width, d),
+            "k": _linear("attn.attention.k_proj.weight", width, d),
+            "v": _linear("attn.attention.v_proj.weight", width, d),
+            "o": _linear("attn.attention.out_proj.weight", d, width),
+            "up": _linear("mlp.c_fc.weight", g.d_ff, d),
+            "down": _linear("mlp.c_proj.weight", d, g.d_ff),
+        }
+
+    def block_parts(self, block):
+        attn = block.attn.attention
+        w_v, b_v = _linear_parts(attn.v_proj)
+        w_o, b_o = _linear_parts(attn.out_proj)
+        w_up, b_up = _linear_parts(block.mlp.c_fc)
+        w_down, b_down = _linear_parts(block.mlp.c_proj)
+        return BlockParts(
+            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
+            b_down=b_down, activation=_activation(self.config.activation_function, self.model_type),
+            attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
+
+    def pre_mlp_residual_module(self, block):
+        """``ln_2`` normalises the MLP input ``x + attn(x)``."""
+        return block.ln_2
+
+
+class MptAdapter(FamilyAdapter):
+    """MPT: pre-norm sequential blocks, LayerNorms without bias, fused ``Wqkv`` (q, k, v stacked
+    by rows), bias-free ``4 d`` exact-GELU MLP, ALiBi (no positions in one token's Jacobian)."""
+
+    model_type = "mpt"
+    layer_key = "blocks.{layer}"
+
+    def _geometry(self, c):
+        d, nh = c.d_model, c.n_heads
+        return Geometry("mpt", c.n_layers, d, int(c.expansion_ratio * d), nh, nh, d // nh, "gelu", False, False)
+
+    def sources(self):
+        g = self.geometry
+        d = g.d_model
+        return {
+            "q": _rows("attn.Wqkv.weight", (3 * d, d), 0, d),
+            "k": _rows("attn.Wqkv.weight", (3 * d, d), d, 2 * d),
+            "v": _rows("attn.Wqkv.weight", (3 * d, d), 2 * d, 3 * d),
+            "o": _linear("attn.out_proj.weight", d, d),
+            "up": _linear("ffn.up_proj.weight", g.d_ff, d),
+            "down": _linear("ffn.down_proj.weight", d, g.d_ff),
+        }
+
+    def block_parts(self, block):
+        d = self.geometry.d_model
+        w_qkv, b_qkv = _linear_parts(block.attn.Wqkv)
+        w_o, b_o = _linear_parts(block.attn.out_proj)
+        w_up, b_up = _linear_parts(block.ffn.up_proj)
+        w_down, b_down = _linear_parts(block.ffn.down_proj)
+        b_v = None if b_qkv is None else b_qkv[2 * d:]
+        return BlockParts(
+            **_attention_parts(w_qkv[2 * d:], b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up,
+            w_down=w_down, b_down=b_down, activation="gelu", attn_pre_norm=_layernorm(block.norm_1),
+            mlp_pre_norm=_layernorm(block.norm_2))
+
+    def pre_mlp_residual_module(self, block):
+        """``norm_2`` reads ``x + attn(x)``."""
+        return block.norm_2
+
+
+class FalconAdapter(FamilyAdapter):
+    """Falcon: fused ``query_key_value`` in one of three layouts (per-head q, k, v; multi-query
+    with one shared key/value head; grouped ``new_decoder_architecture``), parallel attention
+    and MLP (one shared LayerNorm, or ``ln_attn``/``ln_mlp``) or sequential blocks."""
+
+    model_type = "falcon"
+    layer_key = "h.{layer}"
+
+    def _geometry(self, c):
+        nh, d = c.num_attention_heads, c.hidden_size
+        if c.new_decoder_architecture and not c.parallel_attn:
+            raise NotImplementedError("falcon: new_decoder_architecture with parallel_attn=False is not supported")
+        nkv = c.num_kv_heads if c.new_decoder_architecture else 1 if c.multi_query else nh
+        parallel = bool(c.parallel_attn or c.new_decoder_architecture)
+        return Geometry("falcon", c.num_hidden_layers, d, c.ffn_hidden_size, nh, nkv, d // nh, c.activation,
+                        False, parallel)
+
+    def _split_qkv(self, w):
+        """``(q, k, v)`` rows of the fused weight (or, 1-D, bias) in canonical head order."""
+        g, c = self.geometry, self.config
+        nh, nkv, hd = g.n_heads, g.n_kv_heads, g.head_dim
+        rest = w.shape[1:]
+        if c.new_decoder_architecture:  # per key/value group: its query heads, then k, then v
+            w = w.reshape(nkv, nh // nkv + 2, hd, *rest)
+            return w[:, :-2].reshape(nh * hd, *rest), w[:, -2].reshape(nkv * hd, *rest), w[:, -1].reshape(nkv * hd, *rest)
+        if c.multi_query:  # all query heads, then the one key head, then the one value head
+            w = w.reshape(nh + 2, hd, *rest)
+            return w[:nh].reshape(nh * hd, *rest), w[nh], w[nh + 1]
+        w = w.reshape(nh, 3, hd, *rest)  # per head: q, k, v
+        return tuple(w[:, i].reshape(nh * hd, *rest) for i in range(3))
+
+    def sources(self):
+        g = self.geometry
+        d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+        key, shape = "self_attention.query_key_value.weight", (q + 2 * kv, d)
+        return {
+            **{name: _Source(key, shape, lambda w, i=i: self._split_qkv(w)[i]) for i, name in enumerate("qkv")},
+            "o": _linear("self_attention.dense.weight", d, q),
+            "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, d),
+            "down": _linear("mlp.dense_4h_to_h.weight", d, g.d_ff),
+        }
+
+    def _norms(self, block):
+        """``(attention's pre-norm, MLP's pre-norm)`` as the block applies them."""
+        if self.geometry.parallel_attn_mlp and hasattr(block, "ln_attn"):
+            return _layernorm(block.ln_attn), _layernorm(block.ln_mlp)
+        if self.geometry.parallel_attn_mlp:
+            return (_layernorm(block.input_layernorm),) * 2
+        return _layernorm(block.input_layernorm), _layernorm(block.post_attention_layernorm)
+
+    def block_parts(self, block):
+        w_qkv, b_qkv = _linear_parts(block.self_attention.query_key_value)
+        w_v, b_v = self._split_qkv(w_qkv)[2], None if b_qkv is None else self._split_qkv(b_qkv)[2]
+        w_o, b_o = _linear_parts(block.self_attention.dense)
+        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
+        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
+        attn_pre, mlp_pre = self._norms(block)
+        return BlockParts(
+            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
+            b_down=b_down, activation=_activation(self.config.activation, self.model_type),
+            attn_pre_norm=attn_pre, mlp_pre_norm=mlp_pre, parallel=self.geometry.parallel_attn_mlp)
+
+    def pre_mlp_residual_module(self, block):
+        """Parallel: the block input, which the attention norm receives; sequential:
+        ``post_attention_layernorm`` reads ``x + attn(x)``."""
+        if not self.geometry.parallel_attn_mlp:
+            return block.post_attention_layernorm
+        return block.ln_attn if hasattr(block, "ln_attn") else block.input_layernorm
 
 
 class BertAdapter(FamilyAdapter):
@@ -606,12 +877,14 @@ class BertAdapter(FamilyAdapter):
     def block_parts(self, block):
         raise NotImplementedError(
             "bert: single-token block Jacobians are not implemented for post-norm encoder blocks "
-            "(supported: gpt_neox, llama, olmo2, olmo3, bloom, gpt2)")
+            "(every supported decoder family has them)")
 
 
 ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
-    for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, BertAdapter)
+    for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, MistralAdapter,
+              Qwen2Adapter, Qwen3Adapter, Phi3Adapter, Exaone4Adapter, Gemma3TextAdapter, Gemma3Adapter, PhiAdapter,
+              GPTNeoAdapter, MptAdapter, FalconAdapter, BertAdapter)
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
 
@@ -715,6 +988,8 @@ def _discover_prefix(keys, adapter, context):
     stem = adapter.layer_key.format(layer=0)
     suffixes = {f"{stem}.{s.key}" for s in adapter.sources().values()}
     prefixes = {k[: -len(s)] for k in keys for s in suffixes if k == s or k.endswith("." + s)}
+    if adapter.prefix_filter is not None:
+        prefixes = {p for p in prefixes if adapter.prefix_filter in p}
     if len(prefixes) == 1:
         return prefixes.pop()
     if not prefixes:
