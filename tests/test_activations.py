@@ -8,6 +8,7 @@ import transformers as T
 from crosslayer.activations import record_residual_stream, select_samples
 from crosslayer.snapshots import snapshot_name
 from crosslayer.adapters import adapter_for
+from tiny_families import tiny_model
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
@@ -71,6 +72,24 @@ FAMILIES = {
         lambda b, x, h, a: h + b.mlp(b.ln_2(h)),
     ),
 }
+_LLAMA = (lambda b: b.self_attn, lambda b, x, a: x + a, lambda b, x, h, a: h + b.mlp(b.post_attention_layernorm(h)))
+_OLMO2 = (lambda b: b.self_attn, lambda b, x, a: x + b.post_attention_layernorm(a),
+          lambda b, x, h, a: h + b.post_feedforward_layernorm(b.mlp(h)))
+_GEMMA3 = (lambda b: b.self_attn, lambda b, x, a: x + b.post_attention_layernorm(a),
+           lambda b, x, h, a: h + b.post_feedforward_layernorm(b.mlp(b.pre_feedforward_layernorm(h))))
+for _family, _parts in {
+    "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "phi3": _LLAMA, "exaone4": _OLMO2,
+    "gemma3_text": _GEMMA3, "gemma3": _GEMMA3,
+    "phi": (lambda b: b.self_attn, lambda b, x, a: x, lambda b, x, h, a: x + a + b.mlp(b.input_layernorm(x))),
+    "gpt_neo": (lambda b: b.attn, lambda b, x, a: x + a, lambda b, x, h, a: h + b.mlp(b.ln_2(h))),
+    "mpt": (lambda b: b.attn, lambda b, x, a: x + a, lambda b, x, h, a: b.ffn(b.norm_2(h), h)),  # MptMLP adds h
+    "falcon": (lambda b: b.self_attention, lambda b, x, a: x, lambda b, x, h, a: x + a + b.mlp(b.ln_mlp(x))),
+    "falcon_multi_query": (lambda b: b.self_attention, lambda b, x, a: x,
+                           lambda b, x, h, a: x + a + b.mlp(b.input_layernorm(x))),
+    "falcon_sequential": (lambda b: b.self_attention, lambda b, x, a: x + a,
+                          lambda b, x, h, a: h + b.mlp(b.post_attention_layernorm(h))),
+}.items():
+    FAMILIES[_family] = (lambda family=_family: tiny_model(family), *_parts)
 
 LENGTHS = [7, 3, 12, 1, 9, 5, 12]
 
@@ -130,7 +149,7 @@ def test_snapshots_match_manual_recomputation(family):
                 torch.testing.assert_close(output(b, x[layer], h, attn_out[layer]), block_out[layer], **TOL)
                 if layer + 1 < LAYERS:  # next block's input is this block's output
                     torch.testing.assert_close(acts[i, 2 * layer + 2], block_out[layer], **TOL)
-    if family == "gpt_neox_parallel":
+    if family in ("gpt_neox_parallel", "phi", "falcon", "falcon_multi_query"):  # the MLP reads the block input
         np.testing.assert_array_equal(rec["acts"][:, 1::2], rec["acts"][:, 0::2])
     else:
         assert not np.allclose(rec["acts"][:, 1::2], rec["acts"][:, 0::2])

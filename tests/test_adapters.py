@@ -8,13 +8,14 @@ import torch
 import transformers as T
 from safetensors.torch import load_file, save_file
 
-from crosslayer.adapters import SUPPORTED_MODEL_TYPES, Geometry, WeightReader, open_checkpoint
+from crosslayer.adapters import SUPPORTED_MODEL_TYPES, Geometry, WeightReader, adapter_for, open_checkpoint
 from crosslayer.errors import CheckpointError
+from tiny_families import tiny_model
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()  # tiny vocabularies make configs warn about token ids
 
-D, LAYERS, HEADS = 32, 2, 4
+D, LAYERS, HEADS = 32, 3, 4  # as tiny_families, whose models the newer families use
 
 
 def _heads_view(t):
@@ -63,6 +64,49 @@ def _gpt2_live(layer):
     return {"qkv": lambda x: _gpt2_qkv(a, x), "o": a.c_proj, "up": m.c_fc, "down": m.c_proj}
 
 
+def _phi3_live(layer):
+    # Phi3Attention / Phi3MLP's own splits: q, k, v by rows of qkv_proj; chunk(2) gives gate, up.
+    a, m = layer.self_attn, layer.mlp
+    q = a.config.num_attention_heads * a.head_dim
+    kv = a.num_key_value_heads * a.head_dim
+
+    def qkv(x):
+        y = a.qkv_proj(x)
+        return [y[..., :q], y[..., q : q + kv], y[..., q + kv :]]
+
+    return {"qkv": qkv, "o": a.o_proj, "gate": lambda x: m.gate_up_proj(x).chunk(2, -1)[0],
+            "up": lambda x: m.gate_up_proj(x).chunk(2, -1)[1], "down": m.down_proj}
+
+
+def _phi_live(layer):
+    a, m = layer.self_attn, layer.mlp
+    return {"qkv": _separate_qkv(a.q_proj, a.k_proj, a.v_proj), "o": a.dense, "up": m.fc1, "down": m.fc2}
+
+
+def _gpt_neo_live(layer):
+    a, m = layer.attn.attention, layer.mlp
+    return {"qkv": _separate_qkv(a.q_proj, a.k_proj, a.v_proj), "o": a.out_proj, "up": m.c_fc, "down": m.c_proj}
+
+
+def _mpt_live(layer):
+    a, m = layer.attn, layer.ffn
+    return {"qkv": lambda x: list(a.Wqkv(x).chunk(3, dim=-1)), "o": a.out_proj, "up": m.up_proj, "down": m.down_proj}
+
+
+def _falcon_live(layer):
+    # FalconAttention._split_heads gives (batch, seq, heads, head_dim); under GQA it broadcasts each
+    # key/value head over its queries, so keep the first of each group (canonical: n_kv heads).
+    a, m = layer.self_attention, layer.mlp
+
+    def qkv(x):
+        q, k, v = a._split_heads(a.query_key_value(x[None]))
+        group = a.num_heads // a.num_kv_heads if a.new_decoder_architecture else 1
+        k, v = (t[:, :, ::group] if a.new_decoder_architecture else t for t in (k, v))
+        return [t[0].flatten(1) for t in (q, k, v)]
+
+    return {"qkv": qkv, "o": a.dense, "up": m.dense_h_to_4h, "down": m.dense_4h_to_h}
+
+
 def _bert_live(layer):
     a = layer.attention
     return {"qkv": _separate_qkv(a.self.query, a.self.key, a.self.value), "o": a.output.dense,
@@ -95,7 +139,8 @@ FAMILIES = {
     "olmo3": (
         lambda: T.Olmo3ForCausalLM(T.Olmo3Config(
             hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=101, layer_types=["sliding_attention", "full_attention"])),
+            intermediate_size=64, vocab_size=101,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
         lambda m, i: m.model.layers[i], _llama_live,
         dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
     ),
@@ -110,6 +155,23 @@ FAMILIES = {
         lambda m, i: m.transformer.h[i], _gpt2_live,
         dict(d_ff=4 * D, n_kv_heads=4, gated_mlp=False, parallel_attn_mlp=False, mlp_activation="gelu_new"),
     ),
+    **{family: (lambda family=family: tiny_model(family), lambda m, i: adapter_for(m).blocks(m)[i], live,
+                dict(d_ff=d_ff, n_kv_heads=n_kv, gated_mlp=gated, parallel_attn_mlp=parallel, mlp_activation=act,
+                     **extra))
+       for family, live, d_ff, n_kv, gated, parallel, act, extra in (
+           ("mistral", _llama_live, 64, 2, True, False, "silu", {}),
+           ("qwen2", _llama_live, 64, 2, True, False, "silu", {}),
+           ("qwen3", _llama_live, 64, 2, True, False, "silu", dict(head_dim=16)),
+           ("phi3", _phi3_live, 64, 2, True, False, "silu", {}),
+           ("exaone4", _llama_live, 64, 2, True, False, "silu", {}),
+           ("gemma3_text", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
+           ("gemma3", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
+           ("phi", _phi_live, 64, 4, False, True, "gelu_new", {}),
+           ("gpt_neo", _gpt_neo_live, 4 * D, 4, False, False, "gelu_new", {}),
+           ("mpt", _mpt_live, 4 * D, 4, False, False, "gelu", {}),
+           ("falcon", _falcon_live, 4 * D, 2, False, True, "gelu", {}),
+           ("falcon_multi_query", _falcon_live, 4 * D, 1, False, True, "gelu", dict(model_type="falcon")),
+           ("falcon_sequential", _falcon_live, 4 * D, 4, False, False, "gelu", dict(model_type="falcon")))},
     # A head model, so its keys carry an extra "bert." prefix.
     "bert": (
         lambda: T.BertForMaskedLM(T.BertConfig(
@@ -167,7 +229,7 @@ def _assert_same(a, b):
 
 
 def test_supported_types_cover_the_families():
-    assert set(SUPPORTED_MODEL_TYPES) == set(FAMILIES)
+    assert set(SUPPORTED_MODEL_TYPES) == {FAMILIES[f][3].get("model_type", f) for f in FAMILIES}
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -201,8 +263,8 @@ def test_geometry(family, saved):
     expected = FAMILIES[family][3]
     with open_checkpoint(path) as reader:
         g = reader.geometry
-        assert g == Geometry(model_type=family, n_layers=LAYERS, d_model=D, n_heads=HEADS,
-                             head_dim=D // HEADS, **expected)
+        assert g == Geometry(**{"model_type": family, "n_layers": LAYERS, "d_model": D, "n_heads": HEADS,
+                                "head_dim": D // HEADS, **expected})
         w = reader.projections(0)
         assert w["q"].shape == (g.n_heads * g.head_dim, g.d_model)
         assert w["k"].shape == w["v"].shape == (g.n_kv_heads * g.head_dim, g.d_model)
@@ -305,7 +367,7 @@ def neox_copy(saved, tmp_path):
 
 def test_unsupported_model_type(neox_copy):
     _edit_config(neox_copy, model_type="mamba")
-    with pytest.raises(CheckpointError, match=r"'mamba'.*gpt_neox, llama, olmo2, olmo3, bloom, gpt2, bert"):
+    with pytest.raises(CheckpointError, match=r"'mamba'.*gpt_neox, llama, olmo2, olmo3, bloom, gpt2, .*falcon, bert"):
         open_checkpoint(neox_copy)
 
 

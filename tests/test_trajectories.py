@@ -16,6 +16,12 @@ FINAL_NORM = {
     "olmo2": lambda m: m.model.norm,
     "bloom": lambda m: m.transformer.ln_f,
     "gpt2": lambda m: m.transformer.ln_f,
+    **dict.fromkeys(["mistral", "qwen2", "qwen3", "phi3", "exaone4", "gemma3_text"], lambda m: m.model.norm),
+    "gemma3": lambda m: m.model.language_model.norm,
+    "phi": lambda m: m.model.final_layernorm,
+    "gpt_neo": lambda m: m.transformer.ln_f,
+    "mpt": lambda m: m.transformer.norm_f,
+    "falcon": lambda m: m.transformer.ln_f,
 }
 
 

@@ -161,7 +161,7 @@ def record_residual_stream(
     if device is None:
         device = next(model.parameters()).device
     base = getattr(model, "base_model", model)
-    d_model = model.config.hidden_size
+    d_model = adapter.geometry.d_model
     acts = np.empty((len(samples), 2 * n_layers, d_model), dtype=np.float32)
 
     state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens

@@ -20,7 +20,8 @@ __all__ = ["check_prompts", "checkpoint_coupling", "context_length"]
 
 def context_length(config):
     """The longest sequence a model config allows, or None when it sets no limit."""
-    for key in ("max_position_embeddings", "n_positions", "seq_length"):
+    config = config.get_text_config()  # a vision-language model's decoder (Gemma 3)
+    for key in ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len"):
         if isinstance(getattr(config, key, None), int):
             return getattr(config, key)
     return None
