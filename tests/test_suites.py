@@ -16,15 +16,15 @@ SUITES = ROOT / "config" / "suites"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
 
 
-def dry_run(workdir, configfile):
-    """Output of ``snakemake -n`` on a suite, with the hub switched off."""
+def dry_run(workdir, *configfiles, check=True):
+    """Output of ``snakemake -n`` on a suite (or config files merged in order), hub switched off."""
     result = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "-n", "--cores", "8", "--configfile", str(configfile)],
+        [*SNAKEMAKE, "--directory", str(workdir), "-n", "--cores", "8", "--configfile", *map(str, configfiles)],
         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300,
     )
     output = result.stdout + result.stderr
-    if result.returncode != 0:
-        pytest.fail(f"dry run of {configfile.name} failed (rc={result.returncode}):\n{output[-6000:]}")
+    if check and result.returncode != 0:
+        pytest.fail(f"dry run of {configfiles[-1].name} failed (rc={result.returncode}):\n{output[-6000:]}")
     return output
 
 
@@ -66,9 +66,9 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     models = yaml.safe_load(suite.read_text())["models"]
     output = dry_run(tmp_path, suite)
     jobs = planned_jobs(output)
-    checkpoints = 1 + 1 + 1 + 6  # Llama 3.1 8B and 70B, GPT-2 XL final; Pythia 1.4B at six steps
+    checkpoints = 6 + 6  # Llama 3.1 8B and 70B, Qwen3-8B, Gemma-3-12B, EXAONE-4.0-32B, GPT-2 XL final; Pythia 1.4B at six
     assert jobs.get("download_checkpoint") == jobs.get("projection_continuity") == checkpoints
-    assert jobs.get("plot_continuity") == jobs.get("summarize_continuity") == len(models) == 4
+    assert jobs.get("plot_continuity") == jobs.get("summarize_continuity") == len(models) == 7
     assert jobs.get("continuity_table") == 1
     toy = yaml.safe_load(suite.read_text())["toy"]
     assert len(toy["runs"]) == 11 + 4 + 2  # Table 1, Table 3, Fig. 2
@@ -78,3 +78,25 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     trainings = [block for block in output.split("\nrule ")[1:] if block.startswith("train_ablation:")]
     assert len(trainings) == 6 and all("gpu=1" in block for block in trainings)  # trained on the GPU
     assert not {"block_coupling", "block_jacobians", "train_model"} & set(jobs)  # the other papers' stages are off
+
+
+@pytest.mark.workflow
+def test_the_own_models_overlay_runs_the_default_analyses_on_those_models_only(tmp_path):
+    import json
+
+    import transformers as T
+
+    overlay = ROOT / "config" / "overlays" / "own_models.yaml"
+    config = T.LlamaConfig(hidden_size=64, num_hidden_layers=8, num_attention_heads=4, intermediate_size=128,
+                           vocab_size=101)  # deep and wide enough for the default's settings
+    for step in (1000, 2000):  # the overlay's relative paths, under the working directory
+        T.LlamaForCausalLM(config).save_pretrained(tmp_path / f"checkpoints/my-model/step{step}")
+    jobs = planned_jobs(dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay))
+    assert jobs["register_checkpoint"] == 2 and jobs["mlp_alignment"] == jobs["block_jacobians"] == 2
+    assert jobs["projection_continuity"] == jobs["block_coupling"] == 2
+    assert not {"train_model", "train_toy", "train_ablation"} & set(jobs)  # (the corpus still gives prompts)
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(json.dumps({"run_models": ["my-model", "nope"]}))
+    output = dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay, bad, check=False)
+    assert "Invalid config: run_models: ['nope'] not in models" in output

@@ -531,10 +531,23 @@ def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, 
     assert not np.array_equal(np.load(tmp_path / target)["acts"], first)
 
 
+def test_a_local_checkpoint_of_an_unsupported_family_stops_the_run_before_any_job(tiny_run, tmp_path):
+    good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
+    models = {"fine": {"source": "local", "checkpoints": {"1": str(good)}},
+              "unknown-type": {"source": "local", "checkpoints": {
+                  "1": str(good), "2": str(broken_checkpoint(good, tmp_path / "a", model_type="mamba"))}}}
+    config = write_config(tmp_path / "bad.yaml", models)
+    result = snakemake(tmp_path, "results/alignment/fine/step1.npz", "-n", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    console = result.stdout + result.stderr
+    assert "Invalid checkpoint: model 'unknown-type' revision 'step2' file 'config.json'" in console
+    assert "unsupported model_type 'mamba'" in console and "gpt_neox" in console  # the supported list
+    assert not (tmp_path / "logs").exists()
+
+
 def test_bad_checkpoints_fail_their_jobs_with_a_clear_message_and_no_output(tiny_run, tmp_path):
     good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
     models = {
-        "unknown-type": {"source": "local", "checkpoints": {"1": str(broken_checkpoint(good, tmp_path / "a", model_type="mamba"))}},
         "nan-weight": {"source": "local", "checkpoints": {"1": str(broken_checkpoint(
             good, tmp_path / "b", nan_in="gpt_neox.layers.1.mlp.dense_4h_to_h.weight"))}},
         "no-such-revision": {"source": "hub", "checkpoints": {"1": "EleutherAI/pythia-tiny@step999"}},
@@ -545,8 +558,6 @@ def test_bad_checkpoints_fail_their_jobs_with_a_clear_message_and_no_output(tiny
                        env={"HF_HUB_OFFLINE": "1"}, check=False)
     assert result.returncode != 0
     logs = {m: "".join(p.read_text() for p in (tmp_path / "logs").rglob(f"{m}/step1.log")) for m in models}
-    assert "model 'unknown-type' revision 'step1'" in logs["unknown-type"] and "mamba" in logs["unknown-type"]
-    assert "gpt_neox" in logs["unknown-type"]  # the supported list
     assert "model 'nan-weight' revision 'step1'" in logs["nan-weight"] and "layer 1" in logs["nan-weight"]
     assert "model 'no-such-revision' revision 'step999'" in logs["no-such-revision"]
     assert "EleutherAI/pythia-tiny" in logs["no-such-revision"]
@@ -560,19 +571,14 @@ def test_bad_dynamics_input_fails_naming_model_revision_layer_and_sample(tiny_ru
     # NaN in the last block's MLP output weight: every activation is finite (they are recorded
     # before it), the last layer's Jacobian is not.
     nan = broken_checkpoint(good, tmp_path / "nan", nan_in="gpt_neox.layers.3.mlp.dense_4h_to_h.weight")
-    odd = broken_checkpoint(good, tmp_path / "odd", model_type="mamba")
-    models = {"nan-jacobian": {"source": "local", "checkpoints": {"1": str(nan)}},
-              "unknown-type": {"source": "local", "checkpoints": {"1": str(odd)}}}
+    models = {"nan-jacobian": {"source": "local", "checkpoints": {"1": str(nan)}}}
     config = write_config(tmp_path / "bad.yaml", models)
     targets = [f"results/dynamics/{m}/step1.jacobians.npz" for m in models]
     result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config), check=False)
     assert result.returncode != 0
     log = (tmp_path / "logs/block_jacobians/nan-jacobian/step1.log").read_text()
     assert re.search(r"model 'nan-jacobian' revision 'step1' file '.*': non-finite Jacobian .*layer 3, sample 0", log)
-    log = (tmp_path / "logs/extract_activations/unknown-type/step1.log").read_text()
-    assert "model 'unknown-type' revision 'step1'" in log and "mamba" in log
     assert not list((tmp_path / "results/dynamics").rglob("*.jacobians.npz"))
-    assert not (tmp_path / "results/dynamics/unknown-type/step1.activations.npz").exists()
 
 
 def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run, tmp_path):

@@ -1023,8 +1023,7 @@ class WeightReader:
     def __init__(self, path, *, model=None, revision=None):
         self.path = Path(path)
         self._context = {"model": model, "revision": revision}
-        config = _read_config(self.path, self._context)
-        self.adapter = ADAPTERS[config.model_type](config)
+        self.adapter = _adapter(_read_config(self.path, self._context), self._context)
         self.geometry = self.adapter.geometry
         self._sources = self.adapter.sources()
         self._store = _TensorStore(self.path, context=self._context)
@@ -1141,6 +1140,14 @@ def _read_config(path, context):
         raise CheckpointError(f"cannot parse config: {e}", **context, file="config.json") from e
 
 
+def _adapter(config, context):
+    """The family adapter of a checkpoint's config; a variant it does not support is named."""
+    try:
+        return ADAPTERS[config.model_type](config)
+    except NotImplementedError as e:
+        raise CheckpointError(str(e), **context, file="config.json") from None
+
+
 def read_geometry(path, *, model=None, revision=None) -> Geometry:
     """The :class:`Geometry` of a saved checkpoint, from its config.json alone (no weights read).
 
@@ -1149,8 +1156,8 @@ def read_geometry(path, *, model=None, revision=None) -> Geometry:
     CheckpointError
         config.json missing or unreadable, or ``model_type`` not in ``SUPPORTED_MODEL_TYPES``.
     """
-    config = _read_config(Path(path), {"model": model, "revision": revision})
-    return ADAPTERS[config.model_type](config).geometry
+    context = {"model": model, "revision": revision}
+    return _adapter(_read_config(Path(path), context), context).geometry
 
 
 def open_checkpoint(path, *, model=None, revision=None) -> WeightReader:

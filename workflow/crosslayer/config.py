@@ -5,7 +5,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
+__all__ = ["selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
            "check_model_sizes", "read_scores", "toy_settings",
            "ablation_settings"]
 
@@ -130,6 +130,17 @@ def ablation_settings(config, run):
     block = config["transformer_ablations"]
     switches = {key: block["runs"][run].get(key, default) for key, default in ABLATION_SWITCHES.items()}
     return {**config.get("train", {}), **block["train"], **switches, "save_steps": [block["steps"]]}
+
+
+def selected_models(config):
+    """The ``models`` entries that ``run_models`` names (all when it is null), in its order."""
+    names = config.get("run_models")
+    if names is None:
+        return config["models"]
+    unknown = [n for n in names if n not in config["models"]]
+    if unknown:
+        raise ValueError(f"run_models: {unknown} not in models (defined: {sorted(config['models'])})")
+    return {name: config["models"][name] for name in names}
 
 
 def check_config(config, sizes=None):

@@ -10,11 +10,16 @@ from crosslayer import config as cfg  # standard library only
 from crosslayer.files import checkpoint_files  # standard library only
 
 validate(config, schema="../../config/schema.yaml")
+try:
+    config["models"] = cfg.selected_models(config)  # every rule and check below sees only these
+except ValueError as err:
+    raise WorkflowError(f"Invalid config: {err}") from None
 
 
 def local_model_sizes():
-    """n_layers, d_model, d_ff of each `source: local` model, from its first checkpoint's
-    config.json. A checkpoint that cannot be read is left to its jobs, which name the problem."""
+    """n_layers, d_model, d_ff of each `source: local` model, from its checkpoints' config.json
+    files, which are on disk: one the adapters cannot read (missing, unparsable, or a model_type
+    without an adapter) stops the run here, on the console, before any job."""
     sizes = {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
@@ -23,9 +28,11 @@ def local_model_sizes():
         from crosslayer.errors import CheckpointError
 
         try:
-            geometry = read_geometry(next(iter(cfg.local_checkpoints(entry).values())), model=name)
-        except CheckpointError:
-            continue
+            geometries = {step: read_geometry(path, model=name, revision=f"step{step}")
+                          for step, path in cfg.local_checkpoints(entry).items()}
+        except CheckpointError as err:
+            raise WorkflowError(f"Invalid checkpoint: {err}") from None
+        geometry = next(iter(geometries.values()))
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
     return sizes
 
