@@ -212,3 +212,32 @@ def test_a_models_train_block_changes_only_the_keys_it_names():
     assert config["models"]["m"]["train"] == {"lr": 0.01} and config["transformer_ablations"]["train"] == {"n_layers": 3}
     settings = train_settings(config, "m")
     assert (settings["d_model"], settings["lr"], settings["n_layers"]) == (32, 0.01, 6)
+
+
+def test_model_analyses_are_the_activated_stages_a_model_names():
+    from crosslayer.config import ANALYSES, model_analyses, models_for, selected_models
+
+    config = config_with()
+    config["models"]["enc"] = {"source": "local", "checkpoints": {"1": "/e"}, "analyses": ["continuity", "alignment"]}
+    assert model_analyses(config, "m") == list(ANALYSES)
+    assert model_analyses(config, "enc") == ["alignment", "continuity"]  # in stage order
+    config["continuity"]["activate"] = False
+    assert model_analyses(config, "enc") == ["alignment"]  # alignment has no switch
+    assert models_for(config, "dynamics") == ["m"] and models_for(config, "alignment") == ["m", "enc"]
+    assert list(selected_models({**config, "run_models": ["enc"]})) == ["enc"]
+    with pytest.raises(ValueError, match=r"run_models: \['x'\] not in models"):
+        selected_models({**config, "run_models": ["enc", "x"]})
+
+
+def test_a_weight_only_family_in_an_activation_stage_is_refused_naming_model_and_stages():
+    config = config_with()
+    config["models"]["enc"] = {"source": "local", "checkpoints": {"1": "/e"}}
+    with pytest.raises(ValueError, match=r"models.enc.analyses: bert has no causal residual stream, so the "
+                                         r"coupling, dynamics, topology stage\(s\) cannot run on it; set "
+                                         r"models.enc.analyses: \['alignment', 'continuity'\]"):
+        check_config(config, weight_only={"enc": "bert"})
+    config["models"]["enc"]["analyses"] = ["alignment", "continuity"]
+    check_config(config, weight_only={"enc": "bert"})
+    config["models"]["m"]["analyses"] = ["alignment", "topology"]
+    with pytest.raises(ValueError, match=r"models.m.analyses: topology needs dynamics"):
+        check_config(config)

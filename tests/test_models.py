@@ -116,3 +116,11 @@ def test_tokenizer_loaded_when_present_and_its_absence_reported(tmp_path):
     _, tokenizer = load_model(manifest(tmp_path))
     assert tokenizer("a b")["input_ids"] == [1, 2]
     assert load_model(manifest(tmp_path), tokenizer=False)[1] is None
+
+
+def test_an_encoder_is_refused_for_activation_stages_naming_the_key(tmp_path):
+    T.BertForMaskedLM(T.BertConfig(hidden_size=D, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                   vocab_size=101)).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match=r"model 'm' revision 'step7' .*bert has no causal residual stream: "
+                                              r".*set models.m.analyses: \[alignment, continuity\]"):
+        load_model(manifest(tmp_path))

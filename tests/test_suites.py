@@ -100,3 +100,30 @@ def test_the_own_models_overlay_runs_the_default_analyses_on_those_models_only(t
     bad.write_text(json.dumps({"run_models": ["my-model", "nope"]}))
     output = dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay, bad, check=False)
     assert "Invalid config: run_models: ['nope'] not in models" in output
+
+
+@pytest.mark.workflow
+def test_a_model_takes_part_in_the_analyses_it_names_and_an_encoder_is_refused_before_any_job(tmp_path):
+    import json
+
+    import transformers as T
+
+    T.BertForMaskedLM(T.BertConfig(hidden_size=64, num_hidden_layers=8, num_attention_heads=4, intermediate_size=128,
+                                   vocab_size=101)).save_pretrained(tmp_path / "bert")
+    T.LlamaForCausalLM(T.LlamaConfig(hidden_size=64, num_hidden_layers=8, num_attention_heads=4, intermediate_size=128,
+                                     vocab_size=101)).save_pretrained(tmp_path / "llama")
+    models = {"bert": {"source": "local", "checkpoints": {"1": str(tmp_path / "bert")}},
+              "llama": {"source": "local", "checkpoints": {"1": str(tmp_path / "llama")}}}
+    overlay = tmp_path / "mixed.yaml"
+    overlay.write_text(json.dumps({"run_models": ["bert", "llama"], "models": models,
+                                   "toy": {"activate": False}, "transformer_ablations": {"activate": False}}))
+    output = dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay, check=False)
+    assert "Invalid config: models.bert.analyses: bert has no causal residual stream" in output
+    assert "Job stats" not in output
+
+    models["bert"]["analyses"] = ["alignment", "continuity"]
+    overlay.write_text(json.dumps({"run_models": ["bert", "llama"], "models": models,
+                                   "toy": {"activate": False}, "transformer_ablations": {"activate": False}}))
+    jobs = planned_jobs(dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay))
+    assert jobs["mlp_alignment"] == jobs["projection_continuity"] == 2  # both models
+    assert jobs["extract_activations"] == jobs["block_coupling"] == jobs["detect_communities"] == 1  # Llama only

@@ -281,6 +281,10 @@ class FamilyAdapter:
     model_type: str
     layer_key: str  # e.g. "layers.{layer}"
 
+    #: Whether the family is a causal decoder: its residual stream, activations and block
+    #: Jacobians exist (False for encoders such as BERT, which only the weight analyses read).
+    causal: bool = True
+
     #: A substring every layer-key prefix must contain, for checkpoints that also hold other
     #: towers with the same layer names (Gemma 3's vision encoder); None accepts any prefix.
     prefix_filter: str | None = None
@@ -856,6 +860,7 @@ class BertAdapter(FamilyAdapter):
 
     model_type = "bert"
     layer_key = "encoder.layer.{layer}"
+    causal = False
 
     def _geometry(self, c):
         nh, _, hd = _heads(c)

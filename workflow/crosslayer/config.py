@@ -5,7 +5,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
+__all__ = ["ANALYSES", "WEIGHT_ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
            "check_model_sizes", "read_scores", "toy_settings",
            "ablation_settings"]
 
@@ -132,6 +132,23 @@ def ablation_settings(config, run):
     return {**config.get("train", {}), **block["train"], **switches, "save_steps": [block["steps"]]}
 
 
+#: Per-model stages (``models.<id>.analyses``); the first two read weights only.
+ANALYSES = ("alignment", "continuity", "coupling", "dynamics", "topology")
+WEIGHT_ANALYSES = ("alignment", "continuity")
+
+
+def model_analyses(config, model):
+    """The stages `model` takes part in: those activated (alignment always is) that its
+    ``analyses`` list names (all when it has none)."""
+    wanted = config["models"][model].get("analyses") or ANALYSES
+    return [a for a in ANALYSES if a in wanted and (a == "alignment" or config[a]["activate"])]
+
+
+def models_for(config, stage):
+    """The models that take part in `stage`, in config order."""
+    return [m for m in config["models"] if stage in model_analyses(config, m)]
+
+
 def selected_models(config):
     """The ``models`` entries that ``run_models`` names (all when it is null), in its order."""
     names = config.get("run_models")
@@ -143,7 +160,7 @@ def selected_models(config):
     return {name: config["models"][name] for name in names}
 
 
-def check_config(config, sizes=None):
+def check_config(config, sizes=None, weight_only=None):
     """Raise ValueError naming the key for values the schema cannot judge alone.
 
     Parameters
@@ -155,9 +172,21 @@ def check_config(config, sizes=None):
         (``source: local``); trained models' sizes come from their train settings. Settings
         that depend on a model's size are checked here for these models and in their jobs for
         the others.
+    weight_only : dict, optional
+        Model id -> ``model_type`` of models whose family has no causal residual stream (BERT),
+        found from their config.json: they may take part in :data:`WEIGHT_ANALYSES` only.
     """
+    for name, model_type in (weight_only or {}).items():
+        other = [a for a in model_analyses(config, name) if a not in WEIGHT_ANALYSES]
+        if other:
+            raise ValueError(
+                f"models.{name}.analyses: {model_type} has no causal residual stream, so the {', '.join(other)} "
+                f"stage(s) cannot run on it; set models.{name}.analyses: {list(WEIGHT_ANALYSES)}")
     for name, cfg in config["models"].items():
         key = f"models.{name}"
+        analyses = cfg.get("analyses") or ANALYSES
+        if "topology" in analyses and "dynamics" not in analyses and config["topology"]["activate"]:
+            raise ValueError(f"{key}.analyses: topology needs dynamics (the topology stages read its Jacobians)")
         steps = model_steps(cfg)
         if "reference_step" in cfg and cfg["reference_step"] not in steps:
             raise ValueError(f"{key}.reference_step: {cfg['reference_step']} is not one of the model's steps {steps}")

@@ -65,7 +65,10 @@ def load_model(manifest, *, device="cpu", tokenizer=True):
     path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
     try:
         config = AutoConfig.from_pretrained(path, trust_remote_code=False)
-        adapter_for(config)  # before any weight is read: a family transformers knows and our adapters do not
+        if not adapter_for(config).causal:  # before any weight is read, as is a family without an adapter
+            raise NotImplementedError(
+                f"{config.model_type} has no causal residual stream: only the weight analyses (alignment, "
+                f"continuity) read it; set models.{manifest['model']}.analyses: [alignment, continuity]")
         _refuse_ablated(config)
         model, info = AutoModelForCausalLM.from_pretrained(  # mismatched sizes reported, not raised, to name them
             path, config=config, dtype=torch.float32, trust_remote_code=False, output_loading_info=True,

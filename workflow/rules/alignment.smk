@@ -54,8 +54,8 @@ rule summarize_alignment:
 
 rule alignment_table:
     input:
-        table1=expand("results/alignment/{model}/table1.tsv", model=MODELS),
-        cascade_fit=expand("results/alignment/{model}/cascade_fit.tsv", model=MODELS),
+        table1=expand("results/alignment/{model}/table1.tsv", model=models_for("alignment")),
+        cascade_fit=expand("results/alignment/{model}/cascade_fit.tsv", model=models_for("alignment")),
     output:
         table1=report(
             "results/alignment/table1.tsv",
@@ -78,7 +78,7 @@ rule alignment_table:
     conda:
         "../../envs/analysis.yaml"
     params:
-        models=list(MODELS),
+        models=models_for("alignment"),
     script:
         "../scripts/alignment_table.py"
 
@@ -137,8 +137,8 @@ rule plot_alignment:
 
 rule plot_alignment_overview:
     input:
-        adjacent=expand("results/alignment/{model}/adjacent.tsv", model=MODELS),
-        baseline=expand("results/alignment/{model}/baseline.tsv", model=MODELS),
+        adjacent=expand("results/alignment/{model}/adjacent.tsv", model=models_for("alignment")),
+        baseline=expand("results/alignment/{model}/baseline.tsv", model=models_for("alignment")),
     output:
         png=report(
             "results/figures/alignment/adjacent_mean_all_models.png",
@@ -155,7 +155,7 @@ rule plot_alignment_overview:
     conda:
         "../../envs/plots.yaml"
     params:
-        models=list(MODELS),
+        models=models_for("alignment"),
         k=ALIGNMENT["k"],
         dpi=config["plots"]["dpi"],
     script:

@@ -16,15 +16,16 @@ except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
 
-def local_model_sizes():
-    """n_layers, d_model, d_ff of each `source: local` model, from its checkpoints' config.json
-    files, which are on disk: one the adapters cannot read (missing, unparsable, or a model_type
-    without an adapter) stops the run here, on the console, before any job."""
-    sizes = {}
+def local_models():
+    """``(sizes, weight_only)`` of the `source: local` models, from their checkpoints' config.json
+    files, which are on disk: n_layers, d_model, d_ff per model, and the model_type of those whose
+    family has no causal residual stream. A config.json the adapters cannot read (missing,
+    unparsable, or a model_type without an adapter) stops the run here, on the console."""
+    sizes, weight_only = {}, {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
             continue
-        from crosslayer.adapters import read_geometry  # imports transformers: only when needed
+        from crosslayer.adapters import ADAPTERS, read_geometry  # imports transformers: only when needed
         from crosslayer.errors import CheckpointError
 
         try:
@@ -34,11 +35,14 @@ def local_model_sizes():
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
         geometry = next(iter(geometries.values()))
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
-    return sizes
+        if not ADAPTERS[geometry.model_type].causal:
+            weight_only[name] = geometry.model_type
+    return sizes, weight_only
 
 
 try:
-    cfg.check_config(config, sizes=local_model_sizes())
+    sizes, weight_only = local_models()
+    cfg.check_config(config, sizes=sizes, weight_only=weight_only)
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
@@ -57,6 +61,11 @@ def one_of(names):
 wildcard_constraints:
     model=one_of(MODELS),
     step=r"\d+",
+
+
+def models_for(stage):
+    """The models that take part in `stage` (activated, and in their `analyses`)."""
+    return cfg.models_for(config, stage)
 
 
 def get_steps(model):
@@ -164,7 +173,7 @@ def topology_files(kind):
     """(model, step, path) of every checkpoint's results/topology/{model}/step{step}.{kind}.tsv."""
     return [
         (model, step, f"results/topology/{model}/step{step}.{kind}.tsv")
-        for model in MODELS
+        for model in models_for("topology")
         for step in get_steps(model)
     ]
 
@@ -173,7 +182,7 @@ def get_last_coupling_npz():
     """Every model's last checkpoint's coupling results, in model order (across-model fits)."""
     return [
         f"results/coupling/{model}/step{get_steps(model)[-1]}.coupling.npz"
-        for model in MODELS
+        for model in models_for("coupling")
     ]
 
 
@@ -240,20 +249,20 @@ def get_final_output():
             "results/figures/alignment/adjacent_mean_all_models.{ext}",
             ext=["png", "pdf"],
         ),
-        *expand("results/alignment/{model}/cascade.tsv", model=MODELS),
+        *expand("results/alignment/{model}/cascade.tsv", model=models_for("alignment")),
         *expand(
             "results/figures/alignment/{model}.{figure}.{ext}",
-            model=MODELS,
+            model=models_for("alignment"),
             figure=figures,
             ext=["png", "pdf"],
         ),
         *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
         *(
             [
-                *expand("results/dynamics/{model}/regimes.tsv", model=MODELS),
+                *expand("results/dynamics/{model}/regimes.tsv", model=models_for("dynamics")),
                 *expand(
                     "results/figures/dynamics/{model}.{figure}.{ext}",
-                    model=MODELS,
+                    model=models_for("dynamics"),
                     figure=DYNAMICS_FIGURES,
                     ext=["png", "pdf"],
                 ),
@@ -271,7 +280,7 @@ def get_final_output():
                 ),
                 *expand(
                     "results/figures/coupling/{model}.{figure}.{ext}",
-                    model=MODELS,
+                    model=models_for("coupling"),
                     figure=COUPLING_FIGURES,
                     ext=["png", "pdf"],
                 ),
@@ -284,7 +293,7 @@ def get_final_output():
                 "results/continuity/table2.tsv",
                 *expand(
                     "results/figures/continuity/{model}.{figure}.{ext}",
-                    model=MODELS,
+                    model=models_for("continuity"),
                     figure=CONTINUITY_FIGURES,
                     ext=["png", "pdf"],
                 ),
@@ -311,7 +320,7 @@ def get_final_output():
                 ),
                 *expand(
                     "results/figures/topology/{model}.{figure}.{ext}",
-                    model=MODELS,
+                    model=models_for("topology"),
                     figure=TOPOLOGY_FIGURES,
                     ext=["png", "pdf"],
                 ),

@@ -47,7 +47,7 @@ rule summarize_continuity:
 
 rule continuity_table:
     input:
-        steps=expand("results/continuity/{model}/steps.tsv", model=MODELS),
+        steps=expand("results/continuity/{model}/steps.tsv", model=models_for("continuity")),
     output:
         table2=report(
             "results/continuity/table2.tsv",
@@ -63,7 +63,7 @@ rule continuity_table:
     conda:
         "../../envs/analysis.yaml"
     params:
-        models=list(MODELS),
+        models=models_for("continuity"),
     script:
         "../scripts/continuity_table.py"
 

@@ -79,7 +79,7 @@ rule summarize_coupling:
 
 rule coupling_across_models:
     input:
-        steps=expand("results/coupling/{model}/steps.tsv", model=MODELS),
+        steps=expand("results/coupling/{model}/steps.tsv", model=models_for("coupling")),
         npz=get_last_coupling_npz(),
         scores=COUPLING["scores"] or [],
     output:
@@ -98,7 +98,7 @@ rule coupling_across_models:
     conda:
         "../../envs/analysis.yaml"
     params:
-        models=list(MODELS),
+        models=models_for("coupling"),
     script:
         "../scripts/coupling_across_models.py"
 
@@ -137,7 +137,7 @@ rule plot_coupling:
 
 rule plot_coupling_models:
     input:
-        steps=expand("results/coupling/{model}/steps.tsv", model=MODELS),
+        steps=expand("results/coupling/{model}/steps.tsv", model=models_for("coupling")),
         models=rules.coupling_across_models.output.models,
         fits=rules.coupling_across_models.output.fits,
     output:
@@ -154,7 +154,7 @@ rule plot_coupling_models:
     conda:
         "../../envs/plots.yaml"
     params:
-        models=list(MODELS),
+        models=models_for("coupling"),
         metric=COUPLING["metric"],
         dpi=config["plots"]["dpi"],
     script:
