@@ -5,7 +5,9 @@ import pytest
 import torch
 from scipy.stats import ortho_group, pearsonr
 
-from crosslayer.alignment import checkpoint_alignment, mlp_product
+from crosslayer.activations import record_residual_stream
+from crosslayer.adapters import adapter_for
+from crosslayer.alignment import checkpoint_alignment, gated_alignment, mean_gate, mlp_product
 from crosslayer.alignment_summary import (
     adjacent_overlap,
     cascade_statistics,
@@ -14,6 +16,7 @@ from crosslayer.alignment_summary import (
     table1_metrics,
 )
 from crosslayer.subspace import subspace_overlap, top_singular_subspaces
+from tiny_families import VOCAB, tiny_model
 
 
 def distance_decay(L):
@@ -187,3 +190,49 @@ def test_table1_distances_beyond_the_depth_are_refused():
     with pytest.raises(ValueError, match=r"alignment\.distances: \[4, 5\] must be below the model's 4 layers"):
         summarize_model(data, reference_step=1, distances=(1, 4, 5), baseline_draws=10)
     assert len(summarize_model(data, reference_step=1, distances=(1, 3), baseline_draws=10)["table1"]) == 6
+
+
+# --------------------------------------------------------------------------- gate-conditioned product
+
+GATE_FN = {"llama": "act_fn", "olmo2": "act_fn", "gemma3_text": "act_fn", "qwen3": "act_fn", "phi3": "activation_fn"}
+
+
+@pytest.mark.parametrize("family", list(GATE_FN))
+def test_mean_gate_and_gated_product_match_the_live_mlp(family):
+    """mean_gate from the recorded residual stream equals the mean of the live MLP's own gate
+    activation (hooked at the last token of each sample), and the gate-conditioned product is
+    the mean over samples of W_down diag(g_i) W_up."""
+    torch.manual_seed(0)
+    model = tiny_model(family)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    g = torch.Generator().manual_seed(1)
+    samples = [torch.randint(1, VOCAB, (n,), generator=g) for n in (5, 9, 3, 7)]
+    acts = record_residual_stream(model, samples, batch_size=2)["acts"]
+    adapter = adapter_for(model)
+    blocks = adapter.blocks(model)
+    live = {}
+    for layer, block in enumerate(blocks):
+        getattr(block.mlp, GATE_FN[family]).register_forward_hook(
+            lambda m, a, out, layer=layer: live.setdefault(layer, []).append(out[0, -1].double()))
+    with torch.no_grad():
+        for ids in samples:
+            model(input_ids=ids[None])
+    result = gated_alignment(model, acts, k=4, method="full")
+    for layer, block in enumerate(blocks):
+        want = torch.stack(live[layer])  # (N, d_ff)
+        parts = adapter.block_parts(block)
+        got = mean_gate(parts, torch.from_numpy(acts[:, 2 * layer + 1]))
+        torch.testing.assert_close(got, want.mean(0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(result["mean_gate"][layer], want.mean(0).numpy(), rtol=1e-5, atol=1e-6)
+        product = torch.stack([parts.w_down.double() @ (gi[:, None] * parts.w_up.double()) for gi in want]).mean(0)
+        U, s, V = top_singular_subspaces(product.numpy(), 4, method="full")
+        np.testing.assert_allclose(result["singular_values"][layer], s, rtol=1e-4)
+        assert subspace_overlap(result["left"][layer], U) > 1 - 1e-5
+        assert subspace_overlap(result["right"][layer], V) > 1 - 1e-5
+
+
+def test_gated_alignment_refuses_an_mlp_without_a_gate():
+    with pytest.raises(ValueError, match="gpt2: the MLP has no gate"):
+        gated_alignment(tiny_model("gpt2"), np.zeros((2, 6, 32)))

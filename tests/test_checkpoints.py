@@ -362,3 +362,19 @@ def test_a_replaced_weight_file_is_refused_by_name(registered, same_size):
     message = str(caught.value)
     assert message.startswith(f"model 'm' revision 'step1' file '{weights}': sha256 is ")
     assert f"delete its manifest {out}" in message
+
+
+def test_identical_steps_are_found_by_their_weight_files_whatever_the_rest():
+    from crosslayer.checkpoints import identical_steps
+
+    def manifest(step, weights, config="c"):
+        files = {"config.json": config, **{f"model-0000{i}.safetensors": w for i, w in enumerate(weights)}}
+        return {"step": step, "revision": f"step{step}", "files": files}
+
+    manifests = [manifest(3000, ["b1", "b2"]), manifest(1000, ["a"]), manifest(2000, ["b2", "b1"], config="other"),
+                 manifest(4000, ["b1", "b2"]), manifest(5000, ["c"])]
+    assert identical_steps(manifests) == [
+        {"step": 3000, "revision": "step3000", "same_as_step": 2000, "same_as_revision": "step2000", "sha256": "b1"},
+        {"step": 4000, "revision": "step4000", "same_as_step": 2000, "same_as_revision": "step2000", "sha256": "b1"},
+    ]
+    assert identical_steps(manifests[1:2] + manifests[-1:]) == []

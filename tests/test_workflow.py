@@ -189,6 +189,27 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
     assert means[16] > means[0]
 
 
+def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_recorded_gate(tiny_run):
+    """Every gated model's step has a row; each layer's stored singular values are those of
+    W_down diag(mean_gate) W_up formed in numpy from the saved safetensors (mean_gate itself is
+    checked against the live MLP's gate in test_alignment)."""
+    from safetensors.numpy import load_file
+
+    table = pd.read_csv(tiny_run / "results/alignment/gated.tsv", sep="\t")
+    assert list(zip(table["model"], table["step"])) == [("tiny-swiglu", s) for s in (0, 4, 8, 16)]  # no GELU model
+    values = table.drop(columns=["model", "step"]).to_numpy()
+    assert ((values > 0) & (values <= 1)).all()
+    path = Path(read_manifest(tiny_run / "results/checkpoints/tiny-swiglu/step16.json")["path"])
+    weights = load_file(path / "model.safetensors")
+    gated = np.load(tiny_run / "results/alignment/tiny-swiglu/step16.gated.npz")
+    k = int(gated["k"])
+    for layer, g in enumerate(gated["mean_gate"]):
+        up = weights[f"model.layers.{layer}.mlp.up_proj.weight"].astype(np.float64)
+        down = weights[f"model.layers.{layer}.mlp.down_proj.weight"].astype(np.float64)
+        s = np.linalg.svd(down @ (g.astype(np.float64)[:, None] * up), compute_uv=False)
+        np.testing.assert_allclose(gated["singular_values"][layer], s[: k + 1], rtol=1e-4)
+
+
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
     # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 7 coupling, 4 continuity;
@@ -434,6 +455,27 @@ def write_config(path, models, **extra):
     config.update(extra)
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def test_steps_with_identical_weights_are_warned_about_listed_and_optionally_refused(tiny_run, tmp_path):
+    trained = tiny_run / "results/checkpoints/tiny-gelu"
+    first, second = (Path(read_manifest(trained / f"step{s}.json")["path"]) for s in (0, 16))
+    copy = tmp_path / "copy"
+    shutil.copytree(second, copy)  # the same weights served again under a later step
+    models = {"series": {"source": "local", "checkpoints": {"1": str(first), "2": str(second), "3": str(copy)}}}
+    target = "results/checkpoints/series/duplicate_steps.tsv"
+    result = snakemake(tmp_path, target, "--cores", "1", "--configfile", str(write_config(tmp_path / "w.yaml", models)))
+    assert "WARNING: model 'series': step 3 (step3) has byte-identical weights to step 2 (step2)" in result.output
+    rows = (tmp_path / target).read_text().splitlines()
+    assert rows[0].split("\t") == ["step", "revision", "same_as_step", "same_as_revision", "sha256"]
+    assert [r.split("\t")[:4] for r in rows[1:]] == [["3", "step3", "2", "step2"]]
+
+    (tmp_path / target).unlink()
+    config = write_config(tmp_path / "e.yaml", models, duplicate_steps="error")
+    result = snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config), check=False)
+    assert result.returncode != 0 and not (tmp_path / target).exists()
+    log = (tmp_path / "logs/check_duplicate_steps/series.log").read_text()
+    assert "1 step(s) repeat earlier weights (duplicate_steps: error)" in log
 
 
 def test_hub_source_runs_offline_from_the_cache(tiny_run, tmp_path):

@@ -4,6 +4,10 @@ Per layer l the MLP product ``M_l = W_down @ W_up`` (d x d; SwiGLU gate ignored,
 gains ignored) has top-k left (output-space, U) and right (input-space, V) singular subspaces.
 Their overlaps between all layer pairs are the alignment; this module computes them per
 checkpoint and summarises them across checkpoints.
+
+For gated MLPs, the paper's proposed next step is the gate-conditioned product
+``W_down diag(g(x)) W_up`` averaged over inputs, ``g`` the gate activation at the MLP input;
+being linear in ``g`` it equals ``W_down diag(mean g) W_up`` (:func:`gated_alignment`).
 """
 
 import numpy as np
@@ -16,6 +20,8 @@ __all__ = [
     "mlp_product",
     "checkpoint_alignment",
     "align_checkpoint",
+    "mean_gate",
+    "gated_alignment",
 ]
 
 
@@ -151,3 +157,66 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
         except ValueError as err:
             raise CheckpointError(str(err), model=model, revision=revision, file=manifest["path"]) from err
     return {**result, "d_model": geometry.d_model, "k": k, "step": manifest["step"]}
+
+
+def mean_gate(parts, h):
+    """Mean gate activation ``act(W_gate n(h) + b_gate)`` over samples, float64 ``(d_ff,)``.
+
+    Parameters
+    ----------
+    parts : crosslayer.adapters.BlockParts
+        A gated block (``w_gate`` set); ``n`` is its MLP pre-norm (identity when it has none).
+    h : (N, d) torch.Tensor
+        The residual stream entering the MLP sub-layer, one row per sample.
+    """
+    from crosslayer.adapters import apply_norm
+    from crosslayer.jacobian import activation
+
+    if not parts.gated:
+        raise ValueError("mean_gate needs a gated MLP")
+    x = apply_norm(parts.mlp_pre_norm, h.to(torch.float32))
+    z = x @ parts.w_gate.T.to(x.device) + (0 if parts.b_gate is None else parts.b_gate.to(x.device))
+    return activation(parts.activation, z.double()).mean(0)
+
+
+def gated_alignment(model, acts, *, k=10, method="arpack", gap_tol=1e-3, progress=None):
+    """:func:`checkpoint_alignment` of the gate-conditioned products ``W_down diag(mean g) W_up``.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A gated decoder (Llama, OLMo, Qwen, Gemma, ...), from :func:`crosslayer.models.load_model`.
+    acts : (N, 2L, d) ndarray
+        The residual stream of :func:`crosslayer.activations.record_residual_stream`; entry ``2l + 1``
+        is what enters layer l's MLP.
+
+    Returns
+    -------
+    result : dict of ndarray
+        The arrays of :func:`checkpoint_alignment` plus ``mean_gate`` (L, d_ff).
+
+    Raises
+    ------
+    ValueError
+        The model's MLPs are not gated, or `acts` does not match its depth.
+    """
+    from crosslayer.adapters import adapter_for
+
+    adapter = adapter_for(model)
+    blocks = adapter.blocks(model)
+    if not adapter.geometry.gated_mlp:
+        raise ValueError(f"{adapter.model_type}: the MLP has no gate, so there is no gate-conditioned product")
+    acts = np.asarray(acts, dtype=np.float32)
+    if acts.ndim != 3 or acts.shape[1] != 2 * len(blocks):
+        raise ValueError(f"`acts` must be (N, 2L = {2 * len(blocks)}, d), got shape {acts.shape}")
+    gates = []
+
+    def read_mlp(layer):
+        parts = adapter.block_parts(blocks[layer])
+        with torch.no_grad():
+            g = mean_gate(parts, torch.from_numpy(acts[:, 2 * layer + 1]))
+        gates.append(g.float().numpy())
+        return g.float()[:, None] * parts.w_up, parts.w_down  # diag(g) W_up
+
+    result = checkpoint_alignment(read_mlp, len(blocks), k=k, method=method, gap_tol=gap_tol, progress=progress)
+    return {**result, "mean_gate": np.stack(gates)}

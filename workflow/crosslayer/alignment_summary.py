@@ -235,3 +235,39 @@ def summarize_model(
         "cascade_fit": pd.DataFrame([fit]),
         "baseline": baseline,
     }
+
+
+GATED_COLUMNS = ["model", "step", "adjacent_left_static", "adjacent_left_gated", "adjacent_right_static",
+                 "adjacent_right_gated", "same_layer_left", "same_layer_right"]
+
+
+def gated_rows(model, steps, static, gated):
+    """One row per step comparing the gate-conditioned products with the static ones.
+
+    Parameters
+    ----------
+    model : str
+    steps : list of int
+    static, gated : list of dict
+        Per step, the arrays of :func:`crosslayer.alignment.checkpoint_alignment` (``left``,
+        ``right``, ``overlap_left``, ``overlap_right``) of ``W_down W_up`` and of
+        ``W_down diag(mean g) W_up``.
+
+    Returns
+    -------
+    list of dict
+        :data:`GATED_COLUMNS`: mean adjacent-layer overlap of each product's left (write) and right
+        (read) subspaces, and the mean over layers of the overlap between a layer's static and
+        gated subspaces (1: the gate leaves the subspace unchanged).
+    """
+    from crosslayer.subspace import subspace_overlap
+
+    rows = []
+    for step, s, g in zip(steps, static, gated):
+        row = {"model": model, "step": step}
+        for side in ("left", "right"):
+            row[f"adjacent_{side}_static"] = float(adjacent_overlap(s[f"overlap_{side}"]).mean())
+            row[f"adjacent_{side}_gated"] = float(adjacent_overlap(g[f"overlap_{side}"]).mean())
+            row[f"same_layer_{side}"] = float(np.mean([subspace_overlap(a, b) for a, b in zip(s[side], g[side])]))
+        rows.append(row)
+    return rows

@@ -47,10 +47,12 @@ __all__ = [
     "WEIGHT_PATTERNS",
     "download_checkpoint",
     "file_digests",
+    "identical_steps",
     "read_manifest",
     "stat_cache_path",
     "verified_manifest",
     "verify_manifest",
+    "weights_digest",
     "write_manifest",
 ]
 
@@ -435,3 +437,45 @@ def _read_stat_cache(path):
     except (OSError, ValueError):
         return {}
     return cache if isinstance(cache, dict) else {}
+
+
+#: Weight files of a checkpoint, whatever their shard names.
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def weights_digest(manifest):
+    """The sorted sha256s of a manifest's weight files (``*.safetensors``, ``*.bin``): equal for two
+    checkpoints that hold the same weights, whatever their configs or shard names."""
+    return tuple(sorted(sha for name, sha in manifest["files"].items() if name.endswith(_WEIGHT_SUFFIXES)))
+
+
+def identical_steps(manifests):
+    """Steps of one model whose weights are byte-identical to an earlier step's.
+
+    Public checkpoint series have served the same weights under different step revisions
+    (EleutherAI/pythia issue 205): measured "over training", such steps are one point twice.
+
+    Parameters
+    ----------
+    manifests : iterable of dict
+        One model's manifests (:func:`write_manifest`), any order.
+
+    Returns
+    -------
+    list of dict
+        Per repeated step, in step order: ``step``, ``revision``, ``same_as_step``,
+        ``same_as_revision`` (the first step with those weights), ``sha256`` (its first weight file).
+    """
+    first, repeats = {}, []
+    for manifest in sorted(manifests, key=lambda m: m["step"]):
+        digest = weights_digest(manifest)
+        if not digest:
+            continue
+        if digest in first:
+            earlier = first[digest]
+            repeats.append({"step": manifest["step"], "revision": manifest.get("revision"),
+                            "same_as_step": earlier["step"], "same_as_revision": earlier.get("revision"),
+                            "sha256": digest[0]})
+        else:
+            first[digest] = manifest
+    return repeats

@@ -36,6 +36,7 @@ import torch
 from crosslayer.adapters import BlockParts, NormParts
 
 __all__ = [
+    "activation",
     "DEFAULT_CHUNK_BYTES",
     "block_jacobians",
     "block_jacobians_autograd",
@@ -53,6 +54,11 @@ DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one chunk of samples
 # --------------------------------------------------------------------------- activations
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def activation(name, z):
+    """``act(z)`` elementwise for a canonical activation name (:class:`BlockParts.activation`)."""
+    return _act_and_grad(name, z)[0]
 
 
 def _act_and_grad(name, z):

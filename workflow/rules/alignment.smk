@@ -160,3 +160,51 @@ rule plot_alignment_overview:
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_alignment_overview.py"
+
+
+# Paper 000's next step for gated MLPs: W_down diag(mean g) W_up, g the gate activation at the MLP
+# input over the dynamics stage's samples (so it needs that stage's residual stream).
+rule gated_alignment:
+    input:
+        manifest="results/checkpoints/{model}/step{step}.json",
+        activations="results/dynamics/{model}/step{step}.activations.npz",
+    output:
+        npz="results/alignment/{model}/step{step}.gated.npz",
+    log:
+        "logs/gated_alignment/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/gated_alignment/{model}/step{step}.tsv"
+    conda:
+        "../../envs/dynamics.yaml"
+    threads: ALIGNMENT["threads"]
+    params:
+        k=ALIGNMENT["k"],
+        svd_method=ALIGNMENT["svd_method"],
+        gap_tol=ALIGNMENT["gap_tol"],
+    script:
+        "../scripts/gated_alignment.py"
+
+
+rule gated_table:
+    input:
+        static=[f"results/alignment/{m}/step{s}.npz" for m in gated_models() for s in get_steps(m)],
+        gated=[f"results/alignment/{m}/step{s}.gated.npz" for m in gated_models() for s in get_steps(m)],
+    output:
+        tsv=report(
+            "results/alignment/gated.tsv",
+            caption="../report/gated_table.rst",
+            category="Alignment",
+            subcategory="Tables",
+            labels={"table": "gate-conditioned"},
+        ),
+    log:
+        "logs/gated_table.log",
+    benchmark:
+        "benchmarks/gated_table.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        models=[m for m in gated_models() for s in get_steps(m)],
+        steps=[s for m in gated_models() for s in get_steps(m)],
+    script:
+        "../scripts/gated_table.py"

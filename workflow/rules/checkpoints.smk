@@ -109,3 +109,23 @@ rule plot_training_loss:
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_training_loss.py"
+
+
+# Byte-identical weights under two steps of one model (public series have served them): warned
+# about loudly, listed in the TSV, or an error with `duplicate_steps: error`.
+rule check_duplicate_steps:
+    input:
+        manifests=every_step("results/checkpoints/{model}/step{step}.json"),
+    output:
+        tsv="results/checkpoints/{model}/duplicate_steps.tsv",
+    log:
+        "logs/check_duplicate_steps/{model}.log",
+    benchmark:
+        "benchmarks/check_duplicate_steps/{model}.tsv"
+    localrule: True
+    conda:
+        "../../envs/checkpoints.yaml"
+    params:
+        policy=config["duplicate_steps"],
+    script:
+        "../scripts/check_duplicate_steps.py"

@@ -21,7 +21,7 @@ def local_models():
     files, which are on disk: n_layers, d_model, d_ff per model, and the model_type of those whose
     family has no causal residual stream. A config.json the adapters cannot read (missing,
     unparsable, or a model_type without an adapter) stops the run here, on the console."""
-    sizes, weight_only = {}, {}
+    sizes, weight_only, gated = {}, {}, {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
             continue
@@ -37,11 +37,13 @@ def local_models():
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
         if not ADAPTERS[geometry.model_type].causal:
             weight_only[name] = geometry.model_type
-    return sizes, weight_only
+        gated[name] = geometry.gated_mlp
+    return sizes, weight_only, gated
 
 
 try:
-    sizes, weight_only = local_models()
+    sizes, weight_only, GATED = local_models()
+    GATED |= {m: entry["arch"] == "llama" for m, entry in config["models"].items() if entry["source"] == "train"}
     cfg.check_config(config, sizes=sizes, weight_only=weight_only)
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
@@ -61,6 +63,13 @@ def one_of(names):
 wildcard_constraints:
     model=one_of(MODELS),
     step=r"\d+",
+
+
+def gated_models():
+    """Models of the alignment and dynamics stages whose MLPs may be gated: trained `llama`, local
+    checkpoints whose config.json says so, and hub models (their family is read in the job)."""
+    both = set(models_for("alignment")) & set(models_for("dynamics"))
+    return [m for m in MODELS if m in both and GATED.get(m, True)]
 
 
 def models_for(stage):
@@ -249,6 +258,8 @@ def get_final_output():
             "results/figures/alignment/adjacent_mean_all_models.{ext}",
             ext=["png", "pdf"],
         ),
+        *expand("results/checkpoints/{model}/duplicate_steps.tsv", model=MODELS),
+        *(["results/alignment/gated.tsv"] if gated_models() else []),
         *expand("results/alignment/{model}/cascade.tsv", model=models_for("alignment")),
         *expand(
             "results/figures/alignment/{model}.{figure}.{ext}",
