@@ -239,6 +239,8 @@ def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
     jobs = planned_jobs(result.output)
     assert jobs == {
         "mlp_alignment": 8,
+        "gated_alignment": 4,  # the SwiGLU model's steps: same k
+        "gated_table": 1,
         "summarize_alignment": 2,
         "alignment_table": 1,
         "plot_alignment": 2,

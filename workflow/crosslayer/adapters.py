@@ -415,7 +415,6 @@ class GPTNeoXAdapter(FamilyAdapter):
             attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm),
             parallel=bool(block.use_parallel_residual))
 
-
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` normalises the MLP input: it reads ``x + attn(x)``
         in sequential blocks and the block input ``x`` under ``use_parallel_residual``."""
@@ -468,7 +467,6 @@ class LlamaAdapter(FamilyAdapter):
         return BlockParts(**self._weights(block), attn_pre_norm=_rmsnorm(block.input_layernorm),
                           mlp_pre_norm=_rmsnorm(block.post_attention_layernorm))
 
-
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` is the MLP's pre-norm; it reads ``x + attn(x)``."""
         return block.post_attention_layernorm
@@ -498,7 +496,6 @@ class Olmo3Adapter(Olmo2Adapter):
     training); neither changes a one-token sequence, where softmax over one key is 1."""
 
     model_type = "olmo3"
-
 
 
 class BloomAdapter(GPTNeoXAdapter):

@@ -17,10 +17,11 @@ except ValueError as err:
 
 
 def local_models():
-    """``(sizes, weight_only)`` of the `source: local` models, from their checkpoints' config.json
-    files, which are on disk: n_layers, d_model, d_ff per model, and the model_type of those whose
-    family has no causal residual stream. A config.json the adapters cannot read (missing,
-    unparsable, or a model_type without an adapter) stops the run here, on the console."""
+    """``(sizes, weight_only, gated)`` of the `source: local` models, from their checkpoints'
+    config.json files, which are on disk: n_layers, d_model, d_ff per model; the model_type of
+    those whose family has no causal residual stream; whether the MLP is gated. A config.json the
+    adapters cannot read (missing, unparsable, or a model_type without an adapter) stops the run
+    here, on the console."""
     sizes, weight_only, gated = {}, {}, {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
@@ -28,12 +29,11 @@ def local_models():
         from crosslayer.adapters import ADAPTERS, read_geometry  # imports transformers: only when needed
         from crosslayer.errors import CheckpointError
 
-        try:
-            geometries = {step: read_geometry(path, model=name, revision=f"step{step}")
-                          for step, path in cfg.local_checkpoints(entry).items()}
+        try:  # every step's config.json, so that none fails in a job instead
+            geometry, *_ = [read_geometry(path, model=name, revision=f"step{step}")
+                            for step, path in cfg.local_checkpoints(entry).items()]
         except CheckpointError as err:
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
-        geometry = next(iter(geometries.values()))
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
         if not ADAPTERS[geometry.model_type].causal:
             weight_only[name] = geometry.model_type
