@@ -79,7 +79,7 @@ _GEMMA3 = (lambda b: b.self_attn, lambda b, x, a: x + b.post_attention_layernorm
            lambda b, x, h, a: h + b.post_feedforward_layernorm(b.mlp(b.pre_feedforward_layernorm(h))))
 for _family, _parts in {
     "mistral": _LLAMA, "qwen2": _LLAMA, "qwen3": _LLAMA, "phi3": _LLAMA, "exaone4": _OLMO2,
-    "gemma3_text": _GEMMA3, "gemma3": _GEMMA3,
+    "gemma": _LLAMA, "gemma2": _GEMMA3, "gemma3_text": _GEMMA3, "gemma3": _GEMMA3,
     "phi": (lambda b: b.self_attn, lambda b, x, a: x, lambda b, x, h, a: x + a + b.mlp(b.input_layernorm(x))),
     "gpt_neo": (lambda b: b.attn, lambda b, x, a: x + a, lambda b, x, h, a: h + b.mlp(b.ln_2(h))),
     "mpt": (lambda b: b.attn, lambda b, x, a: x + a, lambda b, x, h, a: b.ffn(b.norm_2(h), h)),  # MptMLP adds h

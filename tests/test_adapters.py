@@ -164,6 +164,8 @@ FAMILIES = {
            ("qwen3", _llama_live, 64, 2, True, False, "silu", dict(head_dim=16)),
            ("phi3", _phi3_live, 64, 2, True, False, "silu", {}),
            ("exaone4", _llama_live, 64, 2, True, False, "silu", {}),
+           ("gemma", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
+           ("gemma2", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
            ("gemma3_text", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
            ("gemma3", _llama_live, 64, 2, True, False, "gelu_pytorch_tanh", dict(head_dim=8)),
            ("phi", _phi_live, 64, 4, False, True, "gelu_new", {}),

@@ -194,7 +194,8 @@ def test_table1_distances_beyond_the_depth_are_refused():
 
 # --------------------------------------------------------------------------- gate-conditioned product
 
-GATE_FN = {"llama": "act_fn", "olmo2": "act_fn", "gemma3_text": "act_fn", "qwen3": "act_fn", "phi3": "activation_fn"}
+GATE_FN = {"llama": "act_fn", "olmo2": "act_fn", "gemma": "act_fn", "gemma3_text": "act_fn", "qwen3": "act_fn",
+           "phi3": "activation_fn"}
 
 
 @pytest.mark.parametrize("family", list(GATE_FN))

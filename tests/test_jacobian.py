@@ -58,7 +58,7 @@ def _config(family):
 
 FAMILIES = ["gpt_neox", "gpt_neox_sequential", "llama", "llama_bias", "olmo2", "olmo3", "bloom", "gpt2",
             "gpt2_relu", "gpt2_gelu", "gpt2_gelu_pytorch_tanh", "gpt2_silu", "mistral", "qwen2", "qwen3", "phi3",
-            "phi", "exaone4", "gemma3_text", "gemma3", "gpt_neo", "mpt", "falcon", "falcon_multi_query",
+            "phi", "exaone4", "gemma", "gemma2", "gemma3_text", "gemma3", "gpt_neo", "mpt", "falcon", "falcon_multi_query",
             "falcon_sequential"]
 PARALLEL = {"gpt_neox", "phi", "falcon", "falcon_multi_query"}
 # attention module of a block, where it is not ``self_attn``

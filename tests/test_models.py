@@ -26,6 +26,8 @@ FAMILIES = {
     "phi3": "model.layers.1.mlp.gate_up_proj.weight",
     "phi": "model.layers.1.input_layernorm.bias",
     "exaone4": "model.layers.1.post_feedforward_layernorm.weight",
+    "gemma": "model.layers.1.post_attention_layernorm.weight",
+    "gemma2": "model.layers.1.post_feedforward_layernorm.weight",
     "gemma3_text": "model.layers.1.pre_feedforward_layernorm.weight",
     "gemma3": "language_model.model.layers.1.post_attention_layernorm.weight",  # the released key layout
     "gpt_neo": "transformer.h.1.attn.attention.out_proj.bias",

@@ -61,6 +61,19 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
 
 
 @pytest.mark.workflow
+def test_coupling_suite_builds_its_dag_offline(tmp_path):
+    suite = SUITES / "coupling.yaml"
+    models = yaml.safe_load(suite.read_text())["models"]
+    jobs = planned_jobs(dry_run(tmp_path, suite))
+    checkpoints = 2 * 13 + 10  # the Pythia 6.9B / 12B series at 13 steps; ten base models' final checkpoints
+    assert len(models) == 12 and jobs.get("download_checkpoint") == jobs.get("block_coupling") == checkpoints
+    assert jobs.get("coupling_across_models") == 1 and jobs.get("prepare_prompts") == 1
+    assert jobs.get("plot_coupling") == len(models)
+    scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
+    assert [row.split(",")[0] for row in scores] == list(models)  # the score template names every model
+
+
+@pytest.mark.workflow
 def test_continuity_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "continuity.yaml"
     models = yaml.safe_load(suite.read_text())["models"]

@@ -43,6 +43,11 @@ CONFIGS = {
                                        num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB,
                                        sliding_window=4, bos_token_id=0, eos_token_id=1,
                                        layer_types=["sliding_attention", "sliding_attention", "full_attention"]),
+    "gemma": lambda: T.GemmaConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                   num_key_value_heads=2, head_dim=8, intermediate_size=64, vocab_size=VOCAB,
+                                   bos_token_id=0, eos_token_id=1, pad_token_id=2),
+    "gemma2": lambda: T.Gemma2Config(**{k: v for k, v in GEMMA3_TEXT.items() if k != "layer_types"},
+                                     layer_types=["sliding_attention", "full_attention", "sliding_attention"]),
     "gemma3_text": lambda: T.Gemma3TextConfig(**GEMMA3_TEXT),
     # The released Gemma 3 (4B and up): the text decoder inside a vision-language model.
     "gemma3": lambda: T.Gemma3Config(

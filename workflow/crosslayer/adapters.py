@@ -637,6 +637,17 @@ class Exaone4Adapter(Olmo2Adapter):
     model_type = "exaone4"
 
 
+class GemmaAdapter(LlamaAdapter):
+    """Gemma (1): Llama's pre-norm block and names with GeGLU and RMSNorms scaling by
+    ``1 + weight``; the embedding scale ``sqrt(d)`` acts before the first block."""
+
+    model_type = "gemma"
+
+    def block_parts(self, block):
+        return BlockParts(**self._weights(block), attn_pre_norm=_gemma_rmsnorm(block.input_layernorm),
+                          mlp_pre_norm=_gemma_rmsnorm(block.post_attention_layernorm))
+
+
 class Gemma3TextAdapter(LlamaAdapter):
     """Gemma 3 text decoders: Llama names, GeGLU (tanh GELU gate) and "sandwich" RMSNorms
     around both sublayers (``input_layernorm`` / ``post_attention_layernorm``,
@@ -659,6 +670,13 @@ class Gemma3TextAdapter(LlamaAdapter):
     def pre_mlp_residual_module(self, block):
         """``pre_feedforward_layernorm`` reads ``x + post_attention_layernorm(attn(x))``."""
         return block.pre_feedforward_layernorm
+
+
+class Gemma2Adapter(Gemma3TextAdapter):
+    """Gemma 2: Gemma 3's block (sandwich norms, GeGLU) without q/k norms; its attention
+    soft-capping acts on query-key logits, which one token's attention does not depend on."""
+
+    model_type = "gemma2"
 
 
 class Gemma3Adapter(Gemma3TextAdapter):
@@ -896,7 +914,8 @@ class BertAdapter(FamilyAdapter):
 ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
     for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, MistralAdapter,
-              Qwen2Adapter, Qwen3Adapter, Phi3Adapter, Exaone4Adapter, Gemma3TextAdapter, Gemma3Adapter, PhiAdapter,
+              Qwen2Adapter, Qwen3Adapter, Phi3Adapter, Exaone4Adapter, GemmaAdapter, Gemma2Adapter, Gemma3TextAdapter,
+              Gemma3Adapter, PhiAdapter,
               GPTNeoAdapter, MptAdapter, FalconAdapter, BertAdapter)
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
