@@ -368,8 +368,8 @@ def neox_copy(saved, tmp_path):
 
 
 def test_unsupported_model_type(neox_copy):
-    _edit_config(neox_copy, model_type="mamba")
-    with pytest.raises(CheckpointError, match=r"'mamba'.*gpt_neox, llama, olmo2, olmo3, bloom, gpt2, .*falcon, bert"):
+    _edit_config(neox_copy, model_type="not_a_model")
+    with pytest.raises(CheckpointError, match=r"'not_a_model'.*gpt_neox, llama, olmo2, olmo3, bloom, gpt2, .*falcon, bert"):
         open_checkpoint(neox_copy)
 
 
@@ -425,7 +425,7 @@ def test_non_finite_weight(value, saved, tmp_path):
 
 
 def test_model_and_revision_in_messages(neox_copy):
-    _edit_config(neox_copy, model_type="mamba")
+    _edit_config(neox_copy, model_type="not_a_model")
     where = r"^model 'pythia-tiny' revision 'step8'"
     with pytest.raises(CheckpointError, match=where + r" file 'config.json': unsupported") as e:
         open_checkpoint(neox_copy, model="pythia-tiny", revision="step8")

@@ -235,9 +235,9 @@ def test_a_weight_only_family_in_an_activation_stage_is_refused_naming_model_and
     with pytest.raises(ValueError, match=r"models.enc.analyses: bert has no causal residual stream, so the "
                                          r"coupling, dynamics, topology stage\(s\) cannot run on it; set "
                                          r"models.enc.analyses: \['alignment', 'continuity'\]"):
-        check_config(config, weight_only={"enc": "bert"})
+        check_config(config, families={"enc": ("bert", ("alignment", "continuity"), "has no causal residual stream")})
     config["models"]["enc"]["analyses"] = ["alignment", "continuity"]
-    check_config(config, weight_only={"enc": "bert"})
+    check_config(config, families={"enc": ("bert", ("alignment", "continuity"), "has no causal residual stream")})
     config["models"]["m"]["analyses"] = ["alignment", "topology"]
     with pytest.raises(ValueError, match=r"models.m.analyses: topology needs dynamics"):
         check_config(config)

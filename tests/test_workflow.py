@@ -579,13 +579,13 @@ def test_a_local_checkpoint_of_an_unsupported_family_stops_the_run_before_any_jo
     good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
     models = {"fine": {"source": "local", "checkpoints": {"1": str(good)}},
               "unknown-type": {"source": "local", "checkpoints": {
-                  "1": str(good), "2": str(broken_checkpoint(good, tmp_path / "a", model_type="mamba"))}}}
+                  "1": str(good), "2": str(broken_checkpoint(good, tmp_path / "a", model_type="not_a_model"))}}}
     config = write_config(tmp_path / "bad.yaml", models)
     result = snakemake(tmp_path, "results/alignment/fine/step1.npz", "-n", "--configfile", str(config), check=False)
     assert result.returncode != 0
     console = result.stdout + result.stderr
     assert "Invalid checkpoint: model 'unknown-type' revision 'step2' file 'config.json'" in console
-    assert "unsupported model_type 'mamba'" in console and "gpt_neox" in console  # the supported list
+    assert "unsupported model_type 'not_a_model'" in console and "gpt_neox" in console  # the supported list
     assert not (tmp_path / "logs").exists()
 
 

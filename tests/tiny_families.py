@@ -57,6 +57,10 @@ CONFIGS = {
     "gpt_neo": lambda: T.GPTNeoConfig(hidden_size=D, num_layers=LAYERS, num_heads=HEADS, vocab_size=VOCAB,
                                       max_position_embeddings=64, window_size=4, bos_token_id=0, eos_token_id=1,
                                       attention_types=[[["global", "local"], 1], [["global"], 1]]),
+    # No adapter: the generic path (blocks found from the model, autograd Jacobians, standard weight names)
+    "stablelm": lambda: T.StableLmConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+                                         num_key_value_heads=2, intermediate_size=64, vocab_size=VOCAB,
+                                         use_qkv_bias=True, bos_token_id=0, eos_token_id=1),
     "mpt": lambda: T.MptConfig(d_model=D, n_layers=LAYERS, n_heads=HEADS, vocab_size=VOCAB, max_seq_len=64),
     # Falcon's three attention layouts: grouped (40B/180B), multi-query (7B), per head (RW-1B, ALiBi)
     "falcon": lambda: T.FalconConfig(hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS,

@@ -162,7 +162,9 @@ def record_residual_stream(
         device = next(model.parameters()).device
     base = getattr(model, "base_model", model)
     d_model = adapter.geometry.d_model
-    acts = np.empty((len(samples), 2 * n_layers, d_model), dtype=np.float32)
+    # a family without an adapter (generic path) has no known pre-MLP module: those snapshots stay NaN
+    acts = np.full((len(samples), 2 * n_layers, d_model), np.nan, dtype=np.float32)
+    recorded = np.zeros(2 * n_layers, dtype=bool)
 
     state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens
 
@@ -179,7 +181,10 @@ def record_residual_stream(
     try:
         for layer, (block, mlp_input) in enumerate(zip(blocks, mlp_inputs)):
             handles.append(block.register_forward_pre_hook(recorder(2 * layer), with_kwargs=True))
-            handles.append(mlp_input.register_forward_pre_hook(recorder(2 * layer + 1), with_kwargs=True))
+            recorded[2 * layer] = True
+            if mlp_input is not None:
+                handles.append(mlp_input.register_forward_pre_hook(recorder(2 * layer + 1), with_kwargs=True))
+                recorded[2 * layer + 1] = True
         model.eval()
         with torch.no_grad():
             for start in range(0, len(samples), batch_size):
@@ -200,7 +205,7 @@ def record_residual_stream(
             handle.remove()
         model.train(was_training)
 
-    finite = np.isfinite(acts).all(axis=2)
+    finite = np.isfinite(acts).all(axis=2) | ~recorded
     if not finite.all():
         sample, snapshot = (int(v) for v in np.argwhere(~finite)[0])
         raise ValueError(f"non-finite activation at {snapshot_name(snapshot)} (snapshot {snapshot}) "

@@ -30,6 +30,7 @@ Example
 """
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -38,9 +39,12 @@ import torch
 
 from crosslayer.errors import CheckpointError
 
+log = logging.getLogger(__name__)
+
 __all__ = [
-    "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "Geometry", "NormParts", "WeightReader", "adapter_for",
-    "apply_norm",
+    "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "GenericAdapter", "Geometry", "NormParts", "WeightReader",
+    "adapter_for",
+    "apply_norm", "checkpoint_adapter",
     "open_checkpoint", "read_geometry",
 ]
 
@@ -295,6 +299,14 @@ class FamilyAdapter:
     #: Whether the family is a causal decoder: its residual stream, activations and block
     #: Jacobians exist (False for encoders such as BERT, which only the weight analyses read).
     causal: bool = True
+
+    #: The workflow's per-model stages this family supports, and why not the others.
+    analyses: tuple[str, ...] = ("alignment", "continuity", "coupling", "dynamics", "topology")
+    limits: str = ""
+
+    #: Whether :meth:`block_parts` gives the closed-form Jacobian's parts; without it the
+    #: Jacobians are computed by autograd of the real block (the generic path).
+    closed_form: bool = True
 
     #: A substring every layer-key prefix must contain, for checkpoints that also hold other
     #: towers with the same layer names (Gemma 3's vision encoder); None accepts any prefix.
@@ -887,6 +899,8 @@ class BertAdapter(FamilyAdapter):
     model_type = "bert"
     layer_key = "encoder.layer.{layer}"
     causal = False
+    analyses = ("alignment", "continuity")
+    limits = "has no causal residual stream"
 
     def _geometry(self, c):
         nh, _, hd = _heads(c)
@@ -911,6 +925,106 @@ class BertAdapter(FamilyAdapter):
             "(every supported decoder family has them)")
 
 
+# Standard transformers projection names (Llama and most of its descendants), as
+# ``<layer stem>.<i>.<suffix>``; what a family without an adapter is read by.
+_STANDARD_SUFFIXES = {
+    "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight", "v": "self_attn.v_proj.weight",
+    "o": "self_attn.o_proj.weight", "gate": "mlp.gate_proj.weight", "up": "mlp.up_proj.weight",
+    "down": "mlp.down_proj.weight",
+}
+
+
+class GenericAdapter(FamilyAdapter):
+    """A causal decoder family transformers can load but no adapter here describes.
+
+    Blocks are found as the model's ``nn.ModuleList`` of ``num_hidden_layers`` modules; the
+    single-token Jacobians are autograd of the real block (:attr:`closed_form` is False: exact,
+    slower); the pre-MLP residual stream is not known (only the block inputs are recorded, so the
+    topology stages cannot run); weights are read under the standard projection names
+    (``self_attn.q_proj`` ... ``mlp.down_proj``) where the checkpoint has them
+    (:meth:`bind_keys`), and the others are reported absent.
+    """
+
+    model_type = "generic"
+    layer_key = "layers.{layer}"
+    closed_form = False
+    analyses = ("alignment", "continuity", "coupling", "dynamics")
+    limits = "has no adapter here: the generic path records no pre-MLP residual stream"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model_type = self.config.model_type
+        self._present = dict(_STANDARD_SUFFIXES)
+
+    @staticmethod
+    def accepts(config) -> bool:
+        """A transformers causal LM with the standard size fields of a transformer decoder."""
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        text = config.get_text_config()
+        return config.model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and all(
+            isinstance(getattr(text, key, None), int) for key in ("hidden_size", "num_hidden_layers",
+                                                                  "num_attention_heads"))
+
+    def _geometry(self, c):
+        nh, nkv, hd = _heads(c)
+        d_ff = getattr(c, "intermediate_size", None) or 4 * c.hidden_size
+        activation = getattr(c, "hidden_act", None) or getattr(c, "hidden_activation", None) or "unknown"
+        # gated / parallel are not in a config's standard fields: False, and the gate is read if stored
+        return Geometry(c.model_type, c.num_hidden_layers, c.hidden_size, d_ff, nh, nkv, hd, str(activation),
+                        False, False)
+
+    def sources(self):
+        g = self.geometry
+        d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
+        shapes = {"q": (q, d), "k": (kv, d), "v": (kv, d), "o": (d, q), "gate": (g.d_ff, d), "up": (g.d_ff, d),
+                  "down": (d, g.d_ff)}
+        return {name: _Source(key, shapes[name]) for name, key in self._present.items()}
+
+    def bind_keys(self, keys) -> list[str]:
+        """Find the layer stem among a checkpoint's tensor names (the one numbered 0 .. L - 1 that
+        holds the most standard projections) and keep the projections stored under it.
+
+        Returns
+        -------
+        list of str
+            The canonical projections the checkpoint lacks under the standard names.
+        """
+        import re
+
+        found = {}  # stem -> {layer index -> suffixes}
+        for key in keys:
+            match = re.match(r"^(.*?)\.(\d+)\.(.+)$", key)
+            if match:
+                found.setdefault(match[1], {}).setdefault(int(match[2]), set()).add(match[3])
+        n = self.geometry.n_layers
+        stems = [stem for stem, layers in found.items() if sorted(layers) == list(range(n))]
+        if not stems:
+            raise NotImplementedError(f"{self.model_type}: no tensors numbered by layer 0..{n - 1} found")
+        stem = max(stems, key=lambda s: len(set(_STANDARD_SUFFIXES.values()) & found[s][0]))
+        self.layer_key = stem + ".{layer}"
+        self._present = {name: key for name, key in _STANDARD_SUFFIXES.items() if key in found[stem][0]}
+        if not self._present:
+            raise NotImplementedError(
+                f"{self.model_type} has no adapter here, and its layers hold no tensor under the standard projection "
+                f"names ({', '.join(_STANDARD_SUFFIXES.values())})")
+        return [name for name in _STANDARD_SUFFIXES if name not in self._present]
+
+    def blocks(self, model):
+        """The model's one ``nn.ModuleList`` of ``num_hidden_layers`` blocks."""
+        n = self.geometry.n_layers
+        lists = [m for _, m in self._decoder(model).named_modules()
+                 if isinstance(m, torch.nn.ModuleList) and len(m) == n]
+        if len(lists) != 1:
+            raise NotImplementedError(
+                f"{self.model_type}: {len(lists)} module lists of {n} layers in the model; cannot tell the blocks")
+        return list(lists[0])
+
+    def pre_mlp_residual_module(self, block):
+        """Not known for a family without an adapter: None (only block inputs are recorded)."""
+        return None
+
+
 ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
     for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, MistralAdapter,
@@ -924,17 +1038,23 @@ SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
 def adapter_for(model_or_config) -> FamilyAdapter:
     """The :class:`FamilyAdapter` of a loaded transformers model or of its config.
 
+    A causal decoder transformers knows but no adapter describes gets the
+    :class:`GenericAdapter`.
+
     Raises
     ------
     NotImplementedError
-        ``model_type`` is not one of ``SUPPORTED_MODEL_TYPES``.
+        ``model_type`` is neither in ``SUPPORTED_MODEL_TYPES`` nor a transformers causal decoder.
     """
     config = getattr(model_or_config, "config", model_or_config)
     model_type = getattr(config, "model_type", None)
-    if model_type not in ADAPTERS:
-        raise NotImplementedError(
-            f"unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}")
-    return ADAPTERS[model_type](config)
+    if model_type in ADAPTERS:
+        return ADAPTERS[model_type](config)
+    if model_type is not None and GenericAdapter.accepts(config):
+        return GenericAdapter(config)
+    raise NotImplementedError(
+        f"unsupported model_type '{model_type}': no adapter (supported: {', '.join(SUPPORTED_MODEL_TYPES)}) and "
+        "not a transformers causal decoder the generic path can run")
 
 
 # --------------------------------------------------------------------------- storage
@@ -1057,8 +1177,17 @@ class WeightReader:
         self._context = {"model": model, "revision": revision}
         self.adapter = _adapter(_read_config(self.path, self._context), self._context)
         self.geometry = self.adapter.geometry
-        self._sources = self.adapter.sources()
         self._store = _TensorStore(self.path, context=self._context)
+        if isinstance(self.adapter, GenericAdapter):
+            try:
+                missing = self.adapter.bind_keys(self._store.keys())
+            except NotImplementedError as e:
+                self._store.close()
+                raise CheckpointError(str(e), **self._context, file=self._store.source) from None
+            if missing:
+                log.warning("%s (no adapter): no tensors under the standard names for %s; reported absent",
+                            self.adapter.model_type, ", ".join(missing))
+        self._sources = self.adapter.sources()
         try:
             self._prefix = _discover_prefix(self._store.keys(), self.adapter, self._context)
         except CheckpointError as e:
@@ -1140,6 +1269,9 @@ class WeightReader:
     def mlp(self, layer) -> tuple[torch.Tensor, torch.Tensor]:
         """``(up, down)`` of one layer, shapes ``(d_ff, d)`` and ``(d, d_ff)``."""
         w = self.projections(layer, names=("up", "down"))
+        if len(w) < 2:
+            raise CheckpointError(f"no MLP {' and '.join(n for n in ('up', 'down') if n not in w)} projection "
+                                  f"under the names this family is read by", **self._context, file=self._store.source)
         return w["up"], w["down"]
 
     def _load(self, key, expected):
@@ -1160,12 +1292,13 @@ def _read_config(path, context):
         raise CheckpointError(f"config.json missing in {path}", **context) from None
     except (OSError, ValueError) as e:
         raise CheckpointError(f"unreadable config: {e}", **context, file="config.json") from e
-    if model_type not in ADAPTERS:
-        raise CheckpointError(
-            f"unsupported model_type '{model_type}'; supported: {', '.join(SUPPORTED_MODEL_TYPES)}",
-            **context, file="config.json")
     from transformers import AutoConfig  # imported late: slow, and only needed here
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
+    if model_type not in ADAPTERS and model_type not in CONFIG_MAPPING_NAMES:
+        raise CheckpointError(
+            f"unsupported model_type '{model_type}': no adapter (supported: {', '.join(SUPPORTED_MODEL_TYPES)}) and "
+            "unknown to the installed transformers", **context, file="config.json")
     try:
         return AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     except Exception as e:
@@ -1175,9 +1308,21 @@ def _read_config(path, context):
 def _adapter(config, context):
     """The family adapter of a checkpoint's config; a variant it does not support is named."""
     try:
-        return ADAPTERS[config.model_type](config)
+        return adapter_for(config)
     except NotImplementedError as e:
         raise CheckpointError(str(e), **context, file="config.json") from None
+
+
+def checkpoint_adapter(path, *, model=None, revision=None) -> FamilyAdapter:
+    """The family adapter of a saved checkpoint, from its config.json alone (no weights read).
+
+    Raises
+    ------
+    CheckpointError
+        config.json missing or unreadable, or a family neither adapted nor generic.
+    """
+    context = {"model": model, "revision": revision}
+    return _adapter(_read_config(Path(path), context), context)
 
 
 def read_geometry(path, *, model=None, revision=None) -> Geometry:
@@ -1188,8 +1333,7 @@ def read_geometry(path, *, model=None, revision=None) -> Geometry:
     CheckpointError
         config.json missing or unreadable, or ``model_type`` not in ``SUPPORTED_MODEL_TYPES``.
     """
-    context = {"model": model, "revision": revision}
-    return _adapter(_read_config(Path(path), context), context).geometry
+    return checkpoint_adapter(path, model=model, revision=revision).geometry
 
 
 def open_checkpoint(path, *, model=None, revision=None) -> WeightReader:

@@ -5,7 +5,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["ANALYSES", "WEIGHT_ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
+__all__ = ["ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
            "check_model_sizes", "read_scores", "toy_settings",
            "ablation_settings"]
 
@@ -134,7 +134,6 @@ def ablation_settings(config, run):
 
 #: Per-model stages (``models.<id>.analyses``); the first two read weights only.
 ANALYSES = ("alignment", "continuity", "coupling", "dynamics", "topology")
-WEIGHT_ANALYSES = ("alignment", "continuity")
 
 
 def model_analyses(config, model):
@@ -160,7 +159,7 @@ def selected_models(config):
     return {name: config["models"][name] for name in names}
 
 
-def check_config(config, sizes=None, weight_only=None):
+def check_config(config, sizes=None, families=None):
     """Raise ValueError naming the key for values the schema cannot judge alone.
 
     Parameters
@@ -172,16 +171,18 @@ def check_config(config, sizes=None, weight_only=None):
         (``source: local``); trained models' sizes come from their train settings. Settings
         that depend on a model's size are checked here for these models and in their jobs for
         the others.
-    weight_only : dict, optional
-        Model id -> ``model_type`` of models whose family has no causal residual stream (BERT),
-        found from their config.json: they may take part in :data:`WEIGHT_ANALYSES` only.
+    families : dict, optional
+        Model id -> ``(model_type, supported analyses, why not the others)`` of models whose family
+        is known from their config.json (an encoder such as BERT supports the weight analyses
+        only; a family run by the generic path everything but topology).
     """
-    for name, model_type in (weight_only or {}).items():
-        other = [a for a in model_analyses(config, name) if a not in WEIGHT_ANALYSES]
+    for name, (model_type, supported, limits) in (families or {}).items():
+        other = [a for a in model_analyses(config, name) if a not in supported]
         if other:
+            allowed = [a for a in model_analyses(config, name) if a in supported]
             raise ValueError(
-                f"models.{name}.analyses: {model_type} has no causal residual stream, so the {', '.join(other)} "
-                f"stage(s) cannot run on it; set models.{name}.analyses: {list(WEIGHT_ANALYSES)}")
+                f"models.{name}.analyses: {model_type} {limits}, so the {', '.join(other)} stage(s) cannot run on "
+                f"it; set models.{name}.analyses: {allowed}")
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         analyses = cfg.get("analyses") or ANALYSES

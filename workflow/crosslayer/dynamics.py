@@ -2,6 +2,8 @@
 single-token Jacobians gives both the mean Jacobian (float64 accumulation) and the per-sample
 distributions, so no layer's Jacobians are ever held beyond one chunk."""
 
+import logging
+
 import numpy as np
 import torch
 
@@ -22,6 +24,8 @@ __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "check
 STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
 # "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
 JACOBIAN_METHODS = ("closed_form", *AUTOGRAD_METHODS)
+
+log = logging.getLogger(__name__)
 
 
 def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
@@ -64,6 +68,10 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         raise ValueError(f"unknown spectra dtype {spectra_dtype!r}; choose one of {PER_SAMPLE_DTYPES}")
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
+    if method == "closed_form" and not adapter.closed_form:
+        log.warning("%s has no adapter with a closed form: Jacobians by autograd of the real blocks (torch.func, "
+                    "exact, slower)", adapter.model_type)
+        method = "jacrev"
     acts = np.asarray(acts, dtype=np.float32)
     if acts.ndim != 3 or acts.shape[1] != 2 * len(blocks):
         raise ValueError(f"`acts` must be (N, 2L = {2 * len(blocks)}, d), got shape {acts.shape}")

@@ -17,34 +17,34 @@ except ValueError as err:
 
 
 def local_models():
-    """``(sizes, weight_only, gated)`` of the `source: local` models, from their checkpoints'
-    config.json files, which are on disk: n_layers, d_model, d_ff per model; the model_type of
-    those whose family has no causal residual stream; whether the MLP is gated. A config.json the
-    adapters cannot read (missing, unparsable, or a model_type without an adapter) stops the run
-    here, on the console."""
-    sizes, weight_only, gated = {}, {}, {}
+    """``(sizes, families, gated)`` of the `source: local` models, from their checkpoints'
+    config.json files, which are on disk: n_layers, d_model, d_ff per model; its model_type, the
+    stages its family supports and why not the others; whether the MLP is gated. A config.json the
+    adapters cannot read (missing, unparsable, or a model_type neither adapted nor a transformers
+    causal decoder) stops the run here, on the console."""
+    sizes, families, gated = {}, {}, {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
             continue
-        from crosslayer.adapters import ADAPTERS, read_geometry  # imports transformers: only when needed
+        from crosslayer.adapters import checkpoint_adapter  # imports transformers: only when needed
         from crosslayer.errors import CheckpointError
 
         try:  # every step's config.json, so that none fails in a job instead
-            geometry, *_ = [read_geometry(path, model=name, revision=f"step{step}")
-                            for step, path in cfg.local_checkpoints(entry).items()]
+            adapter, *_ = [checkpoint_adapter(path, model=name, revision=f"step{step}")
+                           for step, path in cfg.local_checkpoints(entry).items()]
         except CheckpointError as err:
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
+        geometry = adapter.geometry
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
-        if not ADAPTERS[geometry.model_type].causal:
-            weight_only[name] = geometry.model_type
+        families[name] = (geometry.model_type, adapter.analyses, adapter.limits)
         gated[name] = geometry.gated_mlp
-    return sizes, weight_only, gated
+    return sizes, families, gated
 
 
 try:
-    sizes, weight_only, GATED = local_models()
+    sizes, families, GATED = local_models()
     GATED |= {m: entry["arch"] == "llama" for m, entry in config["models"].items() if entry["source"] == "train"}
-    cfg.check_config(config, sizes=sizes, weight_only=weight_only)
+    cfg.check_config(config, sizes=sizes, families=families)
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
