@@ -12,6 +12,10 @@ from crosslayer.topology import snapshot_graphs
 
 with np.load(snakemake.input.activations) as npz:
     acts = npz["acts"]
+if np.isnan(acts).all(axis=(0, 2)).any():  # a hub model of a family without an adapter (generic path)
+    model = snakemake.wildcards.model
+    raise ValueError(f"model '{model}': its family has no adapter here, so the pre-MLP residual stream the topology "
+                     f"stages need was not recorded; leave topology out of models.{model}.analyses")
 graphs = snapshot_graphs(acts, k=snakemake.params.k, progress=lambda s: tqdm(s, desc="snapshots", unit="graph"))
 out = Path(snakemake.output.graphs)
 out.mkdir(parents=True)
