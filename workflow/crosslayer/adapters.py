@@ -375,6 +375,13 @@ def _attention_parts(w_v, b_v, w_o, b_o, g):
                 w_v=w_v, b_v=b_v, w_o=w_o, b_o=b_o)
 
 
+def _ungated(g, value, out, up, down, **rest):
+    """:class:`BlockParts` of a block with a non-gated MLP, from the ``(weight, bias)`` pairs of
+    its value, attention output, MLP input and MLP output projections."""
+    return BlockParts(**_attention_parts(*value, *out, g), w_up=up[0], b_up=up[1], w_down=down[0], b_down=down[1],
+                      **rest)
+
+
 def _heads(config):
     """(n_heads, n_kv_heads, head_dim) with the usual transformers defaults."""
     nh = config.num_attention_heads
@@ -416,13 +423,9 @@ class GPTNeoXAdapter(FamilyAdapter):
         return w_v, b_v
 
     def block_parts(self, block):
-        g = self.geometry
-        w_v, b_v = self._fused_v(block.attention)
-        w_o, b_o = _linear_parts(block.attention.dense)
-        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
-        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
-        return BlockParts(
-            **_attention_parts(w_v, b_v, w_o, b_o, g), w_up=w_up, b_up=b_up, w_down=w_down, b_down=b_down,
+        return _ungated(
+            self.geometry, self._fused_v(block.attention), _linear_parts(block.attention.dense),
+            _linear_parts(block.mlp.dense_h_to_4h), _linear_parts(block.mlp.dense_4h_to_h),
             activation=_activation(self.config.hidden_act, self.model_type),
             attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm),
             parallel=bool(block.use_parallel_residual))
@@ -529,14 +532,10 @@ class BloomAdapter(GPTNeoXAdapter):
             raise NotImplementedError(
                 "bloom: apply_residual_connection_post_layernorm=True (residual taken after the norm) "
                 "is not supported for single-token Jacobians")
-        w_v, b_v = self._fused_v(block.self_attention)
-        w_o, b_o = _linear_parts(block.self_attention.dense)
-        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
-        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
-        return BlockParts(
-            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
-            b_down=b_down, activation="gelu_tanh", attn_pre_norm=_layernorm(block.input_layernorm),
-            mlp_pre_norm=_layernorm(block.post_attention_layernorm))
+        return _ungated(
+            self.geometry, self._fused_v(block.self_attention), _linear_parts(block.self_attention.dense),
+            _linear_parts(block.mlp.dense_h_to_4h), _linear_parts(block.mlp.dense_4h_to_h), activation="gelu_tanh",
+            attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm))
 
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` reads ``self_attention``'s output, which already
@@ -576,13 +575,10 @@ class GPT2Adapter(FamilyAdapter):
         g = self.geometry
         width = g.n_heads * g.head_dim
         w_qkv, b_qkv = _conv1d_parts(block.attn.c_attn)  # (3 width, d): q, k, v stacked
-        w_o, b_o = _conv1d_parts(block.attn.c_proj)
-        w_up, b_up = _conv1d_parts(block.mlp.c_fc)
-        w_down, b_down = _conv1d_parts(block.mlp.c_proj)
-        b_v = None if b_qkv is None else b_qkv[2 * width:]
-        return BlockParts(
-            **_attention_parts(w_qkv[2 * width:], b_v, w_o, b_o, g), w_up=w_up, b_up=b_up, w_down=w_down,
-            b_down=b_down, activation=_activation(self.config.activation_function, self.model_type),
+        value = w_qkv[2 * width:], None if b_qkv is None else b_qkv[2 * width:]
+        return _ungated(
+            g, value, _conv1d_parts(block.attn.c_proj), _conv1d_parts(block.mlp.c_fc), _conv1d_parts(block.mlp.c_proj),
+            activation=_activation(self.config.activation_function, self.model_type),
             attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
 
     def pre_mlp_residual_module(self, block):
@@ -727,15 +723,12 @@ class PhiAdapter(FamilyAdapter):
         }
 
     def block_parts(self, block):
-        w_v, b_v = _linear_parts(block.self_attn.v_proj)
-        w_o, b_o = _linear_parts(block.self_attn.dense)
-        w_up, b_up = _linear_parts(block.mlp.fc1)
-        w_down, b_down = _linear_parts(block.mlp.fc2)
         norm = _layernorm(block.input_layernorm)
-        return BlockParts(
-            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
-            b_down=b_down, activation=_activation(self.config.hidden_act, self.model_type),
-            attn_pre_norm=norm, mlp_pre_norm=norm, parallel=True)
+        return _ungated(
+            self.geometry, _linear_parts(block.self_attn.v_proj), _linear_parts(block.self_attn.dense),
+            _linear_parts(block.mlp.fc1), _linear_parts(block.mlp.fc2),
+            activation=_activation(self.config.hidden_act, self.model_type), attn_pre_norm=norm, mlp_pre_norm=norm,
+            parallel=True)
 
     def pre_mlp_residual_module(self, block):
         """Parallel block: the MLP reads the block input, which ``input_layernorm`` receives."""
@@ -769,13 +762,9 @@ class GPTNeoAdapter(FamilyAdapter):
 
     def block_parts(self, block):
         attn = block.attn.attention
-        w_v, b_v = _linear_parts(attn.v_proj)
-        w_o, b_o = _linear_parts(attn.out_proj)
-        w_up, b_up = _linear_parts(block.mlp.c_fc)
-        w_down, b_down = _linear_parts(block.mlp.c_proj)
-        return BlockParts(
-            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
-            b_down=b_down, activation=_activation(self.config.activation_function, self.model_type),
+        return _ungated(
+            self.geometry, _linear_parts(attn.v_proj), _linear_parts(attn.out_proj), _linear_parts(block.mlp.c_fc),
+            _linear_parts(block.mlp.c_proj), activation=_activation(self.config.activation_function, self.model_type),
             attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
 
     def pre_mlp_residual_module(self, block):
@@ -808,14 +797,11 @@ class MptAdapter(FamilyAdapter):
 
     def block_parts(self, block):
         d = self.geometry.d_model
-        w_qkv, b_qkv = _linear_parts(block.attn.Wqkv)
-        w_o, b_o = _linear_parts(block.attn.out_proj)
-        w_up, b_up = _linear_parts(block.ffn.up_proj)
-        w_down, b_down = _linear_parts(block.ffn.down_proj)
-        b_v = None if b_qkv is None else b_qkv[2 * d:]
-        return BlockParts(
-            **_attention_parts(w_qkv[2 * d:], b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up,
-            w_down=w_down, b_down=b_down, activation="gelu", attn_pre_norm=_layernorm(block.norm_1),
+        w_qkv, b_qkv = _linear_parts(block.attn.Wqkv)  # (3 d, d): q, k, v stacked
+        value = w_qkv[2 * d:], None if b_qkv is None else b_qkv[2 * d:]
+        return _ungated(
+            self.geometry, value, _linear_parts(block.attn.out_proj), _linear_parts(block.ffn.up_proj),
+            _linear_parts(block.ffn.down_proj), activation="gelu", attn_pre_norm=_layernorm(block.norm_1),
             mlp_pre_norm=_layernorm(block.norm_2))
 
     def pre_mlp_residual_module(self, block):
@@ -875,14 +861,11 @@ class FalconAdapter(FamilyAdapter):
 
     def block_parts(self, block):
         w_qkv, b_qkv = _linear_parts(block.self_attention.query_key_value)
-        w_v, b_v = self._split_qkv(w_qkv)[2], None if b_qkv is None else self._split_qkv(b_qkv)[2]
-        w_o, b_o = _linear_parts(block.self_attention.dense)
-        w_up, b_up = _linear_parts(block.mlp.dense_h_to_4h)
-        w_down, b_down = _linear_parts(block.mlp.dense_4h_to_h)
+        value = self._split_qkv(w_qkv)[2], None if b_qkv is None else self._split_qkv(b_qkv)[2]
         attn_pre, mlp_pre = self._norms(block)
-        return BlockParts(
-            **_attention_parts(w_v, b_v, w_o, b_o, self.geometry), w_up=w_up, b_up=b_up, w_down=w_down,
-            b_down=b_down, activation=_activation(self.config.activation, self.model_type),
+        return _ungated(
+            self.geometry, value, _linear_parts(block.self_attention.dense), _linear_parts(block.mlp.dense_h_to_4h),
+            _linear_parts(block.mlp.dense_4h_to_h), activation=_activation(self.config.activation, self.model_type),
             attn_pre_norm=attn_pre, mlp_pre_norm=mlp_pre, parallel=self.geometry.parallel_attn_mlp)
 
     def pre_mlp_residual_module(self, block):
