@@ -122,3 +122,14 @@ def test_projections_without_a_standard_name_are_reported_absent(tmp_path, caplo
         with pytest.raises(CheckpointError, match="no MLP up and down projection"):
             reader.mlp(0)  # the alignment stage's read: refused by name, not a KeyError
     assert "starcoder2 (no adapter): no tensors under the standard names for gate, up, down" in caplog.text
+
+
+@pytest.mark.parametrize("model_type", ["gemma4_text", "gemma3n_text"])
+def test_families_whose_blocks_read_token_dependent_inputs_are_refused_not_run_generically(model_type):
+    # Their per-layer inputs depend on the token, so a block rerun with another token's recorded
+    # arguments would be a wrong Jacobian that looks right.
+    from transformers import AutoConfig
+
+    config = AutoConfig.for_model(model_type)
+    with pytest.raises(NotImplementedError, match=rf"{model_type}: .*per-layer inputs"):
+        adapter_for(config)

@@ -917,6 +917,13 @@ _STANDARD_SUFFIXES = {
 }
 
 
+_PER_LAYER_INPUTS = (
+    "not supported: its blocks take per-layer inputs that depend on the token, so neither a closed form here "
+    "nor the generic path (which reruns a block with one recorded call's arguments) would be right")
+#: Families transformers can run that the generic path must not: a wrong Jacobian would look right.
+_REFUSED = dict.fromkeys(("gemma4", "gemma4_text", "gemma3n", "gemma3n_text"), _PER_LAYER_INPUTS)
+
+
 class GenericAdapter(FamilyAdapter):
     """A causal decoder family transformers can load but no adapter here describes.
 
@@ -1033,6 +1040,8 @@ def adapter_for(model_or_config) -> FamilyAdapter:
     model_type = getattr(config, "model_type", None)
     if model_type in ADAPTERS:
         return ADAPTERS[model_type](config)
+    if model_type in _REFUSED:
+        raise NotImplementedError(f"{model_type}: {_REFUSED[model_type]}")
     if model_type is not None and GenericAdapter.accepts(config):
         return GenericAdapter(config)
     raise NotImplementedError(
