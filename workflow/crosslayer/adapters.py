@@ -43,8 +43,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "GenericAdapter", "Geometry", "NormParts", "WeightReader",
-    "adapter_for",
-    "apply_norm", "checkpoint_adapter",
+    "adapter_for", "checkpoint_adapter",
     "open_checkpoint", "read_geometry",
 ]
 
@@ -110,16 +109,6 @@ class NormParts:
     weight: torch.Tensor
     bias: torch.Tensor | None
     eps: float
-
-
-def apply_norm(norm, x):
-    """``norm(x)`` over the last axis for canonical :class:`NormParts` (None: the identity)."""
-    if norm is None:
-        return x
-    if norm.kind == "layernorm":
-        x = x - x.mean(-1, keepdim=True)
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight.to(x.dtype)
-    return x if norm.bias is None else x + norm.bias.to(x.dtype)
 
 
 @dataclass(frozen=True)

@@ -169,8 +169,7 @@ def mean_gate(parts, h):
     h : (N, d) torch.Tensor
         The residual stream entering the MLP sub-layer, one row per sample.
     """
-    from crosslayer.adapters import apply_norm
-    from crosslayer.jacobian import activation
+    from crosslayer.jacobian import activation, apply_norm
 
     if not parts.gated:
         raise ValueError("mean_gate needs a gated MLP")

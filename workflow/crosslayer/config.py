@@ -198,10 +198,7 @@ def check_config(config, sizes=None, families=None):
                 raise ValueError(f"{key}: {err}") from None
         if cfg["source"] == "train":
             settings = train_settings(config, name)
-            if settings["d_model"] % settings["n_heads"]:
-                raise ValueError(
-                    f"{key}.train.n_heads: {settings['n_heads']} must divide d_model = {settings['d_model']}"
-                )
+            _check_heads(settings, f"{key}.train")
         elif "arch" in cfg or "train" in cfg:
             raise ValueError(f"{key}: `arch` and `train` apply only to `source: train` models")
         if cfg["source"] != "hub" and "repo" in cfg:
@@ -236,12 +233,15 @@ def check_config(config, sizes=None, families=None):
     ablations = config["transformer_ablations"]
     if ablations["activate"] and ablations["runs"]:
         settings = {**config.get("train", {}), **ablations["train"]}
-        if settings["d_model"] % settings["n_heads"]:
-            raise ValueError(f"transformer_ablations.train.n_heads: {settings['n_heads']} must divide d_model = "
-                             f"{settings['d_model']}")
+        _check_heads(settings, "transformer_ablations.train")
         if config["continuity"]["pca_components"] >= settings["n_layers"]:
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")
+
+
+def _check_heads(settings, key):
+    if settings["d_model"] % settings["n_heads"]:
+        raise ValueError(f"{key}.n_heads: {settings['n_heads']} must divide d_model = {settings['d_model']}")
 
 
 def check_model_sizes(config, model, *, n_layers, d_model, d_ff):

@@ -37,6 +37,7 @@ from crosslayer.adapters import BlockParts, NormParts
 
 __all__ = [
     "activation",
+    "apply_norm",
     "DEFAULT_CHUNK_BYTES",
     "block_jacobians",
     "block_jacobians_autograd",
@@ -59,6 +60,13 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 def activation(name, z):
     """``act(z)`` elementwise for a canonical activation name (:class:`BlockParts.activation`)."""
     return _act_and_grad(name, z)[0]
+
+
+def apply_norm(parts: NormParts | None, x):
+    """``norm(x)`` over the last axis for canonical :class:`NormParts` (None: the identity), by the
+    same standardization the closed form differentiates."""
+    norm = _norm(parts, x.device)
+    return x if norm is None else _affine(_standardize(x, norm)[0], norm)
 
 
 def _act_and_grad(name, z):
