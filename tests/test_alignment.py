@@ -195,7 +195,7 @@ def test_table1_distances_beyond_the_depth_are_refused():
 # --------------------------------------------------------------------------- gate-conditioned product
 
 GATE_FN = {"llama": "act_fn", "olmo2": "act_fn", "gemma": "act_fn", "gemma3_text": "act_fn", "qwen3": "act_fn",
-           "phi3": "activation_fn"}
+           "phi3": "activation_fn", "gemma4_text": "act_fn", "gemma4": "act_fn"}  # Gemma 4: MLPs of two widths
 
 
 @pytest.mark.parametrize("family", list(GATE_FN))
@@ -223,10 +223,12 @@ def test_mean_gate_and_gated_product_match_the_live_mlp(family):
     result = gated_alignment(model, acts, k=4, method="full")
     for layer, block in enumerate(blocks):
         want = torch.stack(live[layer])  # (N, d_ff)
-        parts = adapter.block_parts(block)
+        parts = adapter.gate_parts(block)
         got = mean_gate(parts, torch.from_numpy(acts[:, 2 * layer + 1]))
         torch.testing.assert_close(got, want.mean(0), rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(result["mean_gate"][layer], want.mean(0).numpy(), rtol=1e-5, atol=1e-6)
+        width = want.shape[1]
+        np.testing.assert_allclose(result["mean_gate"][layer, :width], want.mean(0).numpy(), rtol=1e-5, atol=1e-6)
+        assert np.isnan(result["mean_gate"][layer, width:]).all()  # padding of narrower MLPs
         product = torch.stack([parts.w_down.double() @ (gi[:, None] * parts.w_up.double()) for gi in want]).mean(0)
         U, s, V = top_singular_subspaces(product.numpy(), 4, method="full")
         np.testing.assert_allclose(result["singular_values"][layer], s, rtol=1e-4)

@@ -206,6 +206,32 @@ def test_autograd_methods_agree():
         block_jacobians_autograd(fn, x, method="nope")
 
 
+def test_autograd_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, caplog):
+    """A chunk that raises torch.OutOfMemoryError (simulated: no GPU here) is retried in halves;
+    every sample still comes out once, in order, equal to the one-shot result."""
+    model = _model("llama", seed=5)
+    fn = single_token_block_fn(adapter_for(model).blocks(model)[0], model)
+    x = torch.randn(7, D)
+    real, sizes = jacobian.block_jacobians_autograd, []
+
+    def limited(block_fn, xs, **kw):
+        sizes.append(len(xs))
+        if len(xs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(block_fn, xs, **kw)
+
+    monkeypatch.setattr(jacobian, "block_jacobians_autograd", limited)
+    with caplog.at_level("WARNING"):
+        chunks = list(jacobian.iter_block_jacobians_autograd(fn, x, method="jacrev", layer=3))
+    assert [start for start, _ in chunks] == list(range(7)) and sizes[:3] == [7, 3, 1]
+    assert _rel(torch.cat([J for _, J in chunks]), real(fn, x, method="jacrev")) <= 1e-6
+    assert "layer 3: out of GPU memory; retrying with 3 samples per chunk" in caplog.text
+    monkeypatch.setattr(jacobian, "block_jacobians_autograd",
+                        lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("always")))
+    with pytest.raises(torch.OutOfMemoryError):  # one sample that does not fit: the job fails, loudly
+        list(jacobian.iter_block_jacobians_autograd(fn, x[:1], method="jacrev"))
+
+
 def test_non_finite_input_and_jacobian_name_layer_and_sample():
     model = _model("gpt2", seed=6)
     adapter = adapter_for(model)

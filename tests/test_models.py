@@ -33,6 +33,8 @@ FAMILIES = {
     "gpt_neo": "transformer.h.1.attn.attention.out_proj.bias",
     "mpt": "transformer.blocks.1.norm_2.weight",
     "falcon": "transformer.h.1.ln_mlp.weight",
+    "gemma4_text": "model.layers.1.layer_scalar",  # a buffer: transformers would leave it at 1
+    "gemma4": "model.language_model.layers.1.per_layer_projection.weight",
 }
 
 # the model's own name of a tensor stored under another (transformers maps Gemma 3's released layout)

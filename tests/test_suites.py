@@ -42,16 +42,18 @@ def test_dynamics_suite_checkpoints():
         "olmo3-7b": {step: {"repo": "allenai/Olmo-3-1025-7B", "revision": f"stage1-step{step}"}
                      for step in (0, 471000, 1413814)},
         "llama3.1-8b": {1: {"repo": "meta-llama/Llama-3.1-8B", "revision": "main"}},
+        "gemma4-e4b": {1: {"repo": "google/gemma-4-e4b-it", "revision": "main"}},
     }
+    assert models["gemma4-e4b"]["analyses"] == ["alignment", "dynamics", "topology"]
 
 
 @pytest.mark.workflow
 def test_dynamics_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "dynamics.yaml"
     models = yaml.safe_load(suite.read_text())["models"]
-    assert set(models) == {"olmo3-7b", "llama3.1-8b"}
+    assert set(models) == {"olmo3-7b", "llama3.1-8b", "gemma4-e4b"}
     jobs = planned_jobs(dry_run(tmp_path, suite))
-    checkpoints = 3 + 1  # OLMo 3 steps 0, 471k, 1.41M; Llama 3.1 final
+    checkpoints = 3 + 1 + 1  # OLMo 3 steps 0, 471k, 1.41M; Llama 3.1 and Gemma 4 E4B final
     per_checkpoint = ("download_checkpoint", "extract_activations", "block_jacobians", "jacobian_spectra",
                       "schur_surgery")
     assert {rule: jobs.get(rule) for rule in per_checkpoint} == dict.fromkeys(per_checkpoint, checkpoints)

@@ -75,12 +75,31 @@ CONFIGS = {
 }
 
 
+# Gemma 4 (E-series): per-layer inputs of width 8, two KV-shared layers with double-wide MLPs,
+# global layers with 16-wide heads; the text variant also reads values through the key projection
+# on its global layers (one KV head there). Kept apart from CONFIGS: the coupling stage and the
+# closed form do not take it.
+GEMMA4_TEXT = dict(hidden_size=D, num_hidden_layers=4, num_attention_heads=HEADS, num_key_value_heads=2, head_dim=8,
+                   global_head_dim=16, intermediate_size=64, vocab_size=VOCAB, vocab_size_per_layer_input=VOCAB,
+                   hidden_size_per_layer_input=8, sliding_window=4, num_kv_shared_layers=2, use_double_wide_mlp=True,
+                   layer_types=["sliding_attention", "full_attention"] * 2, bos_token_id=0, eos_token_id=1,
+                   pad_token_id=2)
+GEMMA4 = {
+    "gemma4_text": lambda: T.Gemma4TextConfig(**GEMMA4_TEXT, attention_k_eq_v=True, num_global_key_value_heads=1),
+    # As released (E2B, E4B): the text decoder inside a multimodal model
+    "gemma4": lambda: T.Gemma4Config(
+        text_config=GEMMA4_TEXT, audio_config=None,
+        vision_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                           head_dim=8, global_head_dim=8)),
+}
+
+
 def tiny_model(family, *, seed=0, eager=True):
     """A seeded random causal LM of `family` in eval mode (eager attention by default)."""
     import torch
 
     torch.manual_seed(seed)
-    config = CONFIGS[family]()
+    config = {**CONFIGS, **GEMMA4}[family]()
     if eager:
         config._attn_implementation = "eager"
     return T.AutoModelForCausalLM.from_config(config).eval()

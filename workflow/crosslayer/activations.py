@@ -135,6 +135,8 @@ def record_residual_stream(
         ``acts``: float32 numpy ``(N, 2 L, d_model)``; ``acts[i, 2 l]`` is the input of
         block ``l`` and ``acts[i, 2 l + 1]`` the residual entering its MLP, at the last
         real token of sample ``i``. ``n_tokens``: int64 numpy ``(N,)``, sample lengths.
+        ``token_inputs`` (only for a family with a token-dependent block argument, Gemma 4's
+        per-layer input): float32 ``(N, L, width)``, that argument of block ``l`` at the same token.
 
     Raises
     ------
@@ -165,6 +167,10 @@ def record_residual_stream(
     # a family without an adapter (generic path) has no known pre-MLP module: those snapshots stay NaN
     acts = np.full((len(samples), 2 * n_layers, d_model), np.nan, dtype=np.float32)
     recorded = np.zeros(2 * n_layers, dtype=bool)
+    # Gemma 4's per-layer inputs: a block argument that depends on the token, kept per sample so
+    # that each sample's Jacobian is taken with its own
+    width = adapter.token_input_width
+    token_inputs = np.full((len(samples), n_layers, width), np.nan, dtype=np.float32) if width else None
 
     state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens
 
@@ -173,6 +179,10 @@ def record_residual_stream(
             hidden = _first_tensor(args, kwargs)
             picked = hidden[torch.arange(hidden.shape[0], device=hidden.device), state["last"]]
             acts[state["rows"], snapshot] = picked.detach().to(torch.float32).cpu().numpy()
+            if token_inputs is not None and snapshot % 2 == 0:
+                extra = adapter.token_input(args, kwargs)
+                extra = extra[torch.arange(extra.shape[0], device=extra.device), state["last"]]
+                token_inputs[state["rows"], snapshot // 2] = extra.detach().to(torch.float32).cpu().numpy()
         return hook
 
     order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
@@ -210,4 +220,6 @@ def record_residual_stream(
         sample, snapshot = (int(v) for v in np.argwhere(~finite)[0])
         raise ValueError(f"non-finite activation at {snapshot_name(snapshot)} (snapshot {snapshot}) "
                          f"of sample {sample}; {int((~finite).sum())} (sample, snapshot) pair(s) affected")
-    return {"acts": acts, "n_tokens": lengths}
+    if token_inputs is not None and not np.isfinite(token_inputs).all():
+        raise ValueError("non-finite per-layer (token) input of a block")
+    return {"acts": acts, "n_tokens": lengths, **({"token_inputs": token_inputs} if width else {})}

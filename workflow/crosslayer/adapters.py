@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import torch
 
 from crosslayer.errors import CheckpointError
@@ -42,8 +43,8 @@ from crosslayer.errors import CheckpointError
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "GenericAdapter", "Geometry", "NormParts", "WeightReader",
-    "adapter_for", "checkpoint_adapter",
+    "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "GateParts", "GenericAdapter", "Geometry", "NormParts",
+    "WeightReader", "adapter_for", "checkpoint_adapter",
     "open_checkpoint", "read_geometry",
 ]
 
@@ -175,6 +176,20 @@ class BlockParts:
         return self.w_up.shape[0]
 
 
+@dataclass(frozen=True)
+class GateParts:
+    """What the gate-conditioned MLP product needs from one block: the MLP's input norm, its
+    gate, input and output projections, and the gate activation (canonical name, as in
+    :class:`BlockParts`). Tensors as in :class:`BlockParts`."""
+
+    pre_norm: NormParts | None
+    w_gate: torch.Tensor
+    b_gate: torch.Tensor | None
+    w_up: torch.Tensor
+    w_down: torch.Tensor
+    activation: str
+
+
 # transformers' activation names -> the canonical ones the closed form implements
 _ACTIVATIONS = {
     "gelu": "gelu", "gelu_python": "gelu",
@@ -301,6 +316,10 @@ class FamilyAdapter:
     #: towers with the same layer names (Gemma 3's vision encoder); None accepts any prefix.
     prefix_filter: str | None = None
 
+    #: Width of a block argument that depends on the token besides the hidden state (Gemma 4's
+    #: per-layer input), recorded per sample beside the residual stream; 0: none.
+    token_input_width: int = 0
+
     def __init__(self, config):
         # Multimodal configs (Gemma 3) nest the decoder's settings; text models return themselves.
         self.config = config.get_text_config()
@@ -312,6 +331,10 @@ class FamilyAdapter:
     def sources(self) -> dict[str, _Source]:
         """Canonical name -> stored tensor, for every projection this family has."""
         raise NotImplementedError
+
+    def layer_sources(self, layer) -> dict[str, _Source]:
+        """:meth:`sources` of one layer, for families whose layers differ in shape."""
+        return self.sources()
 
     # ----------------------------------------------------------------- loaded models
 
@@ -345,7 +368,30 @@ class FamilyAdapter:
 
         layer = next(i for i, b in enumerate(self.blocks(model)) if b is block)
         call = block_calls(model, [0], layers=[layer])[layer]
-        return lambda h: call(h[0])[None]
+
+        def forward(h, extra=None):
+            if extra is not None:
+                raise ValueError(f"{self.model_type} blocks take no per-sample inputs besides the hidden state")
+            return call(h[0])[None]
+
+        return forward
+
+    def token_input(self, args, kwargs):
+        """The token-dependent argument of a recorded block call (``(batch, seq, width)``), or None."""
+        return None
+
+    def jacobian_inputs(self, layer, acts, token_inputs):
+        """Per-sample extra inputs of block `layer`'s one-token forward (the second argument of
+        :meth:`single_token_forward`'s callable), from the recorded residual stream ``acts``
+        ``(N, 2L, d)`` and token inputs ``(N, L, width)`` (numpy); None for families without them."""
+        return None
+
+    def gate_parts(self, block) -> GateParts:
+        """The gated MLP of one loaded block, for the gate-conditioned product."""
+        p = self.block_parts(block)
+        if not p.gated:
+            raise ValueError(f"{self.model_type}: the MLP has no gate")
+        return GateParts(p.mlp_pre_norm, p.w_gate, p.b_gate, p.w_up, p.w_down, p.activation)
 
     def pre_mlp_residual_module(self, block):
         """The submodule of a loaded ``block`` whose forward *input* (first argument,
@@ -687,6 +733,139 @@ class Gemma3Adapter(Gemma3TextAdapter):
         return model.base_model.language_model
 
 
+class Gemma4TextAdapter(LlamaAdapter):
+    """Gemma 4 text decoders: Gemma 3's sandwich norms (RMSNorms scaling by ``weight`` itself),
+    q/k norms and a scale-free RMSNorm on the values, a learned ``layer_scalar`` on each block's
+    output, and on the E-series a per-layer input: a token's own embedding slice, gated by the
+    block's output and added back (so it is recorded per sample, :attr:`token_input_width`).
+
+    Layers differ in shape (:meth:`layer_sources`): full-attention layers have wider heads
+    (``global_head_dim``) and may read values through the key projection (``attention_k_eq_v``);
+    KV-shared layers (the last ``num_kv_shared_layers``) have no key/value projections, attend to
+    an earlier layer's keys and values and may have a double-wide MLP. One token's attention in a
+    KV-shared layer reads nothing of its own input, so that sublayer adds nothing to the block's
+    Jacobian. Jacobians are autograd of the real block (no closed form for the value norm and the
+    per-layer input); continuity (shapes change across layers) and coupling are not offered.
+    Mixture-of-experts variants (``enable_moe_block``) are refused."""
+
+    model_type = "gemma4_text"
+    closed_form = False
+    analyses = ("alignment", "dynamics", "topology")
+    limits = ("its projections change shape across layers (wider global heads, KV-shared layers without keys and "
+              "values, double-wide MLPs), so continuity does not apply; coupling is not offered for its KV-shared "
+              "attention")
+
+    def __init__(self, config):
+        text = config.get_text_config()
+        if getattr(text, "enable_moe_block", False):
+            raise NotImplementedError(f"{config.model_type}: mixture-of-experts blocks (enable_moe_block) are not "
+                                      "supported")
+        if getattr(text, "use_bidirectional_attention", None) == "all":
+            raise NotImplementedError(f"{config.model_type}: bidirectional attention has no causal residual stream")
+        super().__init__(config)
+        self.token_input_width = int(text.hidden_size_per_layer_input or 0)
+
+    def _geometry(self, c):
+        first = c.per_layer_config[0]  # head width and KV heads are per layer: the first layer's stand for all
+        return Geometry(self.model_type, c.num_hidden_layers, c.hidden_size, c.intermediate_size,
+                        c.num_attention_heads, first.num_key_value_heads, first.head_dim, c.hidden_activation, True,
+                        False)
+
+    def layer_sources(self, layer):
+        c, d = self.config, self.geometry.d_model
+        heads = c.per_layer_config[layer]
+        q_width, kv_width = c.num_attention_heads * heads.head_dim, heads.num_key_value_heads * heads.head_dim
+        shared = c.kv_sharing_modes[layer] == "reuse"
+        d_ff = c.intermediate_size * (2 if c.use_double_wide_mlp and shared else 1)
+        sources = {
+            "q": _linear("self_attn.q_proj.weight", q_width, d),
+            "o": _linear("self_attn.o_proj.weight", d, q_width),
+            "gate": _linear("mlp.gate_proj.weight", d_ff, d),
+            "up": _linear("mlp.up_proj.weight", d_ff, d),
+            "down": _linear("mlp.down_proj.weight", d, d_ff),
+        }
+        if not shared:
+            sources["k"] = _linear("self_attn.k_proj.weight", kv_width, d)
+            k_is_v = c.attention_k_eq_v and c.layer_types[layer] != "sliding_attention"
+            sources["v"] = sources["k"] if k_is_v else _linear("self_attn.v_proj.weight", kv_width, d)
+        return sources
+
+    def sources(self):
+        return self.layer_sources(0)
+
+    def gate_parts(self, block):
+        mlp = block.mlp
+        return GateParts(NormParts("rmsnorm", _t(block.pre_feedforward_layernorm.weight), None,
+                                   float(block.pre_feedforward_layernorm.eps)),
+                         _t(mlp.gate_proj.weight), None, _t(mlp.up_proj.weight), _t(mlp.down_proj.weight),
+                         _activation(self.geometry.mlp_activation, self.model_type))
+
+    def pre_mlp_residual_module(self, block):
+        """``pre_feedforward_layernorm`` reads ``x + post_attention_layernorm(attn(x))``."""
+        return block.pre_feedforward_layernorm
+
+    def token_input(self, args, kwargs):
+        """The per-layer input (the decoder passes it positionally after the hidden states)."""
+        return args[1] if len(args) > 1 else kwargs.get("per_layer_input")
+
+    def _kv_source(self, layer):
+        """The layer whose keys and values a KV-shared `layer` reads, or None."""
+        c = self.config
+        if c.kv_sharing_modes[layer] != "reuse":
+            return None
+        return max(i for i, mode in enumerate(c.kv_sharing_modes)
+                   if mode == "store" and c.layer_types[i] == c.layer_types[layer])
+
+    def jacobian_inputs(self, layer, acts, token_inputs):
+        """The sample's per-layer input; for a KV-shared layer also the input and per-layer input of
+        the layer whose values it reads (one token's attention output there is that layer's value of
+        the same token, which moves where the MLP's Jacobian is taken)."""
+        parts = [token_inputs[:, layer]] if self.token_input_width else []
+        source = self._kv_source(layer)
+        if source is not None:
+            parts.append(acts[:, 2 * source])
+            if self.token_input_width:
+                parts.append(token_inputs[:, source])
+        return np.concatenate(parts, axis=1) if parts else None
+
+    def single_token_forward(self, model, block):
+        """The model's one-token call of `block` with the sample's own per-layer input and, for a
+        KV-shared layer, the keys and values its source layer computes on the sample's input there."""
+        import dataclasses
+
+        from crosslayer.token_jacobians import block_calls
+
+        layer = next(i for i, b in enumerate(self.blocks(model)) if b is block)
+        source = self._kv_source(layer)
+        calls = block_calls(model, [0], layers=[layer] if source is None else [layer, source])
+        e, d = self.token_input_width, self.geometry.d_model
+
+        def run(call, h, ple, states):
+            args = (ple.reshape(1, 1, -1), *call.args[1:]) if e else call.args
+            kwargs = call.kwargs if states is None else {**call.kwargs, "shared_kv_states": states}
+            return dataclasses.replace(call, args=args, kwargs=kwargs)(h.reshape(1, -1))
+
+        def forward(h, extra):
+            states = None
+            if source is not None:
+                states = type(calls[source].kwargs["shared_kv_states"])()
+                run(calls[source], extra[e : e + d], extra[e + d :], states)  # stores its keys and values
+            return run(calls[layer], h[0], extra[:e], states)[None]
+
+        return forward
+
+
+class Gemma4Adapter(Gemma4TextAdapter):
+    """Gemma 4 as released (E2B, E4B, 31B): the text decoder inside a multimodal model; only the
+    language model's blocks are read."""
+
+    model_type = "gemma4"
+    prefix_filter = "language_model"
+
+    def _decoder(self, model):
+        return model.base_model.language_model
+
+
 class PhiAdapter(FamilyAdapter):
     """Phi-1, Phi-1.5, Phi-2: one LayerNorm feeds attention and MLP in parallel
     (``out = x + attn(ln(x)) + mlp(ln(x))``); separate biased q/k/v, ``dense``, ``fc1``/``fc2``."""
@@ -907,10 +1086,10 @@ _STANDARD_SUFFIXES = {
 
 
 _PER_LAYER_INPUTS = (
-    "not supported: its blocks take per-layer inputs that depend on the token, so neither a closed form here "
-    "nor the generic path (which reruns a block with one recorded call's arguments) would be right")
+    "not supported: its blocks take per-layer inputs that depend on the token and AltUp/Laurel branches with no "
+    "adapter here, so the generic path (which reruns a block with one recorded call's arguments) would be wrong")
 #: Families transformers can run that the generic path must not: a wrong Jacobian would look right.
-_REFUSED = dict.fromkeys(("gemma4", "gemma4_text", "gemma3n", "gemma3n_text"), _PER_LAYER_INPUTS)
+_REFUSED = dict.fromkeys(("gemma3n", "gemma3n_text"), _PER_LAYER_INPUTS)
 
 
 class GenericAdapter(FamilyAdapter):
@@ -1008,7 +1187,7 @@ ADAPTERS: dict[str, type[FamilyAdapter]] = {
     a.model_type: a
     for a in (GPTNeoXAdapter, LlamaAdapter, Olmo2Adapter, Olmo3Adapter, BloomAdapter, GPT2Adapter, MistralAdapter,
               Qwen2Adapter, Qwen3Adapter, Phi3Adapter, Exaone4Adapter, GemmaAdapter, Gemma2Adapter, Gemma3TextAdapter,
-              Gemma3Adapter, PhiAdapter,
+              Gemma3Adapter, Gemma4TextAdapter, Gemma4Adapter, PhiAdapter,
               GPTNeoAdapter, MptAdapter, FalconAdapter, BertAdapter)
 }
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = tuple(ADAPTERS)
@@ -1168,7 +1347,6 @@ class WeightReader:
             if missing:
                 log.warning("%s (no adapter): no tensors under the standard names for %s; reported absent",
                             self.adapter.model_type, ", ".join(missing))
-        self._sources = self.adapter.sources()
         try:
             self._prefix = _discover_prefix(self._store.keys(), self.adapter, self._context)
         except CheckpointError as e:
@@ -1218,12 +1396,13 @@ class WeightReader:
         if not 0 <= layer < self.geometry.n_layers:
             raise IndexError(f"layer {layer} out of range for {self.geometry.n_layers} layers")
         stem = self._prefix + self.adapter.layer_key.format(layer=layer)
+        sources = self.adapter.layer_sources(layer)
         loaded = {}  # fused QKV is read once even when q, k and v are all asked for
         out = {}
         for name in names:
-            if name not in self._sources:
-                continue  # "gate" of a non-gated MLP
-            source = self._sources[name]
+            if name not in sources:
+                continue  # "gate" of a non-gated MLP; Gemma 4's KV-shared layers have no k, v
+            source = sources[name]
             key = f"{stem}.{source.key}"
             if key not in loaded:
                 loaded[key] = self._load(key, source.shape)
@@ -1241,7 +1420,7 @@ class WeightReader:
         the checkpoint lacks (a broken checkpoint is refused whole, whatever a job reads)."""
         for layer in range(self.geometry.n_layers):
             stem = self._prefix + self.adapter.layer_key.format(layer=layer)
-            for source in self._sources.values():
+            for source in self.adapter.layer_sources(layer).values():
                 key = f"{stem}.{source.key}"
                 if key not in self._store.file_of:
                     raise CheckpointError(f"tensor '{key}' not found (layer {layer})", **self._context,

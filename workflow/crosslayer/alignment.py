@@ -164,16 +164,15 @@ def mean_gate(parts, h):
 
     Parameters
     ----------
-    parts : crosslayer.adapters.BlockParts
-        A gated block (``w_gate`` set); ``n`` is its MLP pre-norm (identity when it has none).
+    parts : crosslayer.adapters.GateParts
+        A block's gated MLP (:meth:`~crosslayer.adapters.FamilyAdapter.gate_parts`); ``n`` is its
+        input norm (identity when it has none).
     h : (N, d) torch.Tensor
         The residual stream entering the MLP sub-layer, one row per sample.
     """
     from crosslayer.jacobian import activation, apply_norm
 
-    if not parts.gated:
-        raise ValueError("mean_gate needs a gated MLP")
-    x = apply_norm(parts.mlp_pre_norm, h.to(torch.float32))
+    x = apply_norm(parts.pre_norm, h.to(torch.float32))
     z = x @ parts.w_gate.T.to(x.device) + (0 if parts.b_gate is None else parts.b_gate.to(x.device))
     return activation(parts.activation, z.double()).mean(0)
 
@@ -192,7 +191,8 @@ def gated_alignment(model, acts, *, k=10, method="arpack", gap_tol=1e-3, progres
     Returns
     -------
     result : dict of ndarray
-        The arrays of :func:`checkpoint_alignment` plus ``mean_gate`` (L, d_ff).
+        The arrays of :func:`checkpoint_alignment` plus ``mean_gate`` (L, d_ff), NaN-padded where
+        a layer's MLP is narrower than the widest (Gemma 4's double-wide MLPs).
 
     Raises
     ------
@@ -211,11 +211,14 @@ def gated_alignment(model, acts, *, k=10, method="arpack", gap_tol=1e-3, progres
     gates = []
 
     def read_mlp(layer):
-        parts = adapter.block_parts(blocks[layer])
+        parts = adapter.gate_parts(blocks[layer])
         with torch.no_grad():
             g = mean_gate(parts, torch.from_numpy(acts[:, 2 * layer + 1]))
         gates.append(g.float().numpy())
         return g.float()[:, None] * parts.w_up, parts.w_down  # diag(g) W_up
 
     result = checkpoint_alignment(read_mlp, len(blocks), k=k, method=method, gap_tol=gap_tol, progress=progress)
-    return {**result, "mean_gate": np.stack(gates)}
+    mean = np.full((len(gates), max(len(g) for g in gates)), np.nan, dtype=np.float32)
+    for layer, g in enumerate(gates):
+        mean[layer, : len(g)] = g
+    return {**result, "mean_gate": mean}

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
-                              progress=None, spectra_dtype="float64", condition=True):
+                              progress=None, spectra_dtype="float64", condition=True, token_inputs=None):
     """Mean Jacobian and per-sample statistics of every block of a loaded model.
 
     Parameters
@@ -54,6 +54,10 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         much faster on GPUs; its condition numbers are accurate only while ``kappa << 1e7``.
     condition : bool, default=True
         Compute the per-sample condition numbers (the only SVD); False leaves them out.
+    token_inputs : (N, L, width) array_like, optional
+        Each sample's token-dependent block arguments, as recorded beside `acts` (``token_inputs``
+        of :func:`~crosslayer.activations.record_residual_stream`); required for a family that has
+        them (Gemma 4's per-layer inputs).
 
     Returns
     -------
@@ -76,20 +80,33 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     if acts.ndim != 3 or acts.shape[1] != 2 * len(blocks):
         raise ValueError(f"`acts` must be (N, 2L = {2 * len(blocks)}, d), got shape {acts.shape}")
     N, _, d = acts.shape
+    width = adapter.token_input_width
+    if width:
+        if token_inputs is None or np.shape(token_inputs) != (N, len(blocks), width):
+            raise ValueError(f"{adapter.model_type} blocks take a per-sample (token) input: need `token_inputs` "
+                             f"(N, L, {width}) recorded with the activations (re-run extract_activations), got "
+                             f"{None if token_inputs is None else np.shape(token_inputs)}")
+        token_inputs = np.asarray(token_inputs, dtype=np.float32)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     L = len(blocks)
     result = {"mean": np.empty((L, d, d), dtype=np.float32)}
     for name in STAT_NAMES if condition else [n for n in STAT_NAMES if n != "condition_number"]:
         result[name] = np.empty((L, N))
         result[f"{name}_res"] = np.empty((L, N))
+    # a backward sweep of d cotangents holds about d x (2 d_ff) per matrix it crosses (gate, up, their
+    # product; Gemma 4's double-wide MLPs twice that): a rough bound, and chunks halve on GPU OOM
+    autograd_bytes = 4 * d * (d + 8 * adapter.geometry.d_ff)
     layers = range(L)
     for layer in progress(layers) if progress else layers:
         x = torch.from_numpy(acts[:, 2 * layer]).to(device)
         if method == "closed_form":
             chunks = iter_block_jacobians(adapter.block_parts(blocks[layer]), x, chunk_bytes=chunk_bytes, layer=layer)
         else:
+            extra = adapter.jacobian_inputs(layer, acts, token_inputs)
+            extra = None if extra is None else torch.from_numpy(extra).to(device)
             chunks = iter_block_jacobians_autograd(single_token_block_fn(blocks[layer], model), x, method=method,
-                                                   chunk_bytes=chunk_bytes, layer=layer)
+                                                   chunk_bytes=chunk_bytes, layer=layer, extra=extra,
+                                                   bytes_per_sample=autograd_bytes)
         total = torch.zeros(d, d, dtype=torch.float64, device=device)
         for start, J in chunks:
             total += J.sum(dim=0, dtype=torch.float64)

@@ -28,12 +28,15 @@ Float32 compute on the device of ``x`` (CUDA when the input is there, same code)
 accumulated in float64.
 """
 
+import logging
 import math
 from dataclasses import dataclass
 
 import torch
 
 from crosslayer.adapters import BlockParts, NormParts
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "activation",
@@ -457,20 +460,22 @@ def single_token_block_fn(block, model):
     Returns
     -------
     callable
-        ``f(x)`` with ``x`` of shape ``(d,)``: the block's output hidden state ``(d,)`` for
-        the input ``x`` as a one-token sequence at position 0 (batch 1, no cache, no mask).
+        ``f(x, extra=None)`` with ``x`` of shape ``(d,)``: the block's output hidden state
+        ``(d,)`` for the input ``x`` as a one-token sequence at position 0 (batch 1, no cache, no
+        mask); ``extra`` holds the sample's own further inputs where the family has them
+        (:meth:`~crosslayer.adapters.FamilyAdapter.jacobian_inputs`: Gemma 4's per-layer inputs).
     """
     from crosslayer.adapters import adapter_for
 
     forward = adapter_for(model).single_token_forward(model, block)
 
-    def f(x):
-        return forward(x.reshape(1, 1, -1)).reshape(-1)
+    def f(x, extra=None):
+        return forward(x.reshape(1, 1, -1), extra).reshape(-1)
 
     return f
 
 
-def block_jacobians_autograd(block_fn, x, *, method="functional"):
+def block_jacobians_autograd(block_fn, x, *, method="functional", extra=None):
     """Reference Jacobians by automatic differentiation of the real block.
 
     Parameters
@@ -485,6 +490,9 @@ def block_jacobians_autograd(block_fn, x, *, method="functional"):
         same with ``vectorize=True``; ``"jacrev"``: ``torch.func.jacrev`` vmapped over the
         samples (not for blocks with an old-style ``autograd.Function``, e.g. BLOOM's GELU:
         torch.func raises a RuntimeError there; use the other two).
+    extra : torch.Tensor, optional
+        ``(B, width)`` per-sample further inputs, passed as ``block_fn``'s second argument
+        (:meth:`~crosslayer.adapters.FamilyAdapter.jacobian_inputs`).
 
     Returns
     -------
@@ -493,16 +501,23 @@ def block_jacobians_autograd(block_fn, x, *, method="functional"):
     """
     if method not in AUTOGRAD_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {AUTOGRAD_METHODS}")
-    if method == "functional":
-        return torch.stack([torch.autograd.functional.jacobian(block_fn, xi) for xi in x])
-    if method == "vectorized":
-        return torch.stack([torch.autograd.functional.jacobian(block_fn, xi, vectorize=True) for xi in x])
-    return torch.func.vmap(torch.func.jacrev(block_fn))(x).detach()
+    if method == "jacrev":
+        args = (x,) if extra is None else (x, extra)
+        return torch.func.vmap(torch.func.jacrev(block_fn))(*args).detach()
+    per_sample = [None] * len(x) if extra is None else extra
+    return torch.stack([torch.autograd.functional.jacobian(lambda v, e=e: block_fn(v, e), xi,
+                                                           vectorize=method == "vectorized")
+                        for xi, e in zip(x, per_sample)])
 
 
-def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
+def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None,
+                                  extra=None, bytes_per_sample=None):
     """Reference Jacobians (:func:`block_jacobians_autograd`) chunk by chunk, with the same
     chunking by memory budget and the same non-finite check as :func:`iter_block_jacobians`.
+
+    ``bytes_per_sample`` (default ``4 d^2``, the Jacobian alone) sizes the chunks; the backward
+    sweeps of "jacrev" hold far more per sample. A chunk that runs out of GPU memory is retried in
+    halves (logged), down to one sample.
 
     Yields
     ------
@@ -510,11 +525,22 @@ def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_byt
     J : torch.Tensor
         ``(b, d, d)`` Jacobians of samples ``start .. start + b - 1``.
     """
-    d = x.shape[1]
-    step = max(1, int(chunk_bytes // (4 * d * d)))
-    for start in range(0, x.shape[0], step):
-        J = block_jacobians_autograd(block_fn, x[start : start + step], method=method).detach()
+    d, n = x.shape[1], x.shape[0]
+    step = max(1, min(n, int(chunk_bytes // (bytes_per_sample or 4 * d * d))))
+    start = 0
+    while start < n:
+        part = None if extra is None else extra[start : start + step]
+        try:
+            J = block_jacobians_autograd(block_fn, x[start : start + step], method=method, extra=part).detach()
+        except torch.OutOfMemoryError:
+            if step == 1:
+                raise
+            step = max(1, step // 2)
+            log.warning("layer %s: out of GPU memory; retrying with %d samples per chunk", layer, step)
+            torch.cuda.empty_cache()
+            continue
         bad = ~torch.isfinite(J).flatten(1).all(1)
         if bad.any():
             _raise_non_finite("Jacobian", bad, start, layer)
         yield start, J
+        start += J.shape[0]

@@ -27,6 +27,7 @@ with np.load(snakemake.input.activations) as activations:
             spectra_dtype=params.per_sample_dtype,  # per-sample statistics on the Jacobians' device
             condition=params.condition_number,  # False: no SVD, no condition_number(_res) in the npz
             progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
+            token_inputs=activations["token_inputs"] if "token_inputs" in activations else None,  # Gemma 4
         )
     except ValueError as err:  # a non-finite input or Jacobian names layer and sample; add the checkpoint
         raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
