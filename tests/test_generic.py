@@ -1,6 +1,7 @@
 """The generic path: a causal decoder family transformers knows but no adapter describes
 (StableLM here) runs the activation, Jacobian and weight analyses exactly, slower."""
 
+import json
 import logging
 
 import numpy as np
@@ -133,3 +134,25 @@ def test_a_family_whose_blocks_read_token_dependent_inputs_is_refused_not_run_ge
     config = AutoConfig.for_model("gemma3n_text")
     with pytest.raises(NotImplementedError, match=r"gemma3n_text: .*per-layer inputs"):
         adapter_for(config)
+
+
+def test_custom_code_checkpoints_are_refused_naming_the_remote_code(tmp_path):
+    # A hub repo whose architecture lives in its own Python files: never executed here.
+    (tmp_path / "config.json").write_text(json.dumps({
+        "model_type": "acme_lm", "auto_map": {"AutoConfig": "configuration_acme.AcmeConfig",
+                                              "AutoModelForCausalLM": "modeling_acme.AcmeForCausalLM"}}))
+    with pytest.raises(CheckpointError, match=r"model 'acme' revision 'main' file 'config.json'.*custom code "
+                                              r"\(auto_map: \['AutoConfig', 'AutoModelForCausalLM'\]\).*trust_remote_code"):
+        checkpoint_adapter(tmp_path, model="acme", revision="main")
+
+
+def test_a_gguf_only_directory_says_how_to_convert(tmp_path):
+    tiny_model("llama").config.save_pretrained(tmp_path / "with_config")  # config.json, GGUF weights
+    (tmp_path / "bare").mkdir()
+    for directory in ("with_config", "bare"):
+        (tmp_path / directory / "tinyllama-Q4_K_M.gguf").write_bytes(b"GGUF")  # never read: named only
+    with pytest.raises(CheckpointError, match=r"config.json missing.*GGUF \(tinyllama-Q4_K_M.gguf\).*"
+                                              r"gguf_file='tinyllama-Q4_K_M.gguf'.*save_pretrained"):
+        open_checkpoint(tmp_path / "bare", model="tl", revision="main")
+    with pytest.raises(CheckpointError, match=r"no weight files found.*GGUF.*dequantized"):
+        open_checkpoint(tmp_path / "with_config", model="tl", revision="main")

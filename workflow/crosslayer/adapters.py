@@ -1246,7 +1246,7 @@ class _TensorStore:
                 return
         raise CheckpointError(
             "no weight files found (looked for model.safetensors[.index.json] and "
-            f"pytorch_model.bin[.index.json] in {self.directory})", **context)
+            f"pytorch_model.bin[.index.json] in {self.directory}){_gguf_hint(self.directory)}", **context)
 
     def _handle(self, name):
         if name not in self._open:
@@ -1443,22 +1443,38 @@ class WeightReader:
         return self._store.get(key)
 
 
+def _gguf_hint(path):
+    """How to convert a GGUF-only checkpoint directory, or "" when it holds no GGUF file."""
+    ggufs = sorted(p.name for p in Path(path).glob("*.gguf"))
+    if not ggufs:
+        return ""
+    return (f"; it holds GGUF ({', '.join(ggufs[:3])}), which is read only as safetensors: convert it once with "
+            f"transformers, AutoModelForCausalLM.from_pretrained(dir, gguf_file={ggufs[0]!r}, "
+            "dtype=torch.float32).save_pretrained(new_dir), plus the tokenizer, and point the model at new_dir "
+            "(quantized GGUF weights are dequantized, so the numbers describe the quantized model)")
+
+
 def _read_config(path, context):
     """The checkpoint's transformers config (defaults filled in, no remote code)."""
     config_file = path / "config.json"
     try:
-        model_type = json.loads(config_file.read_text()).get("model_type")
+        raw = json.loads(config_file.read_text())
     except FileNotFoundError:
-        raise CheckpointError(f"config.json missing in {path}", **context) from None
+        raise CheckpointError(f"config.json missing in {path}{_gguf_hint(path)}", **context) from None
     except (OSError, ValueError) as e:
         raise CheckpointError(f"unreadable config: {e}", **context, file="config.json") from e
+    model_type = raw.get("model_type")
     from transformers import AutoConfig  # imported late: slow, and only needed here
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if model_type not in ADAPTERS and model_type not in CONFIG_MAPPING_NAMES:
+        remote = (f"; its config.json points to custom code (auto_map: {sorted(raw['auto_map'])}), which this "
+                  "workflow never runs (trust_remote_code is off): use a checkpoint of a transformers architecture "
+                  "(many hub repos of such models have one, often under another revision or repo)"
+                  if raw.get("auto_map") else "")
         raise CheckpointError(
             f"unsupported model_type '{model_type}': no adapter (supported: {', '.join(SUPPORTED_MODEL_TYPES)}) and "
-            "unknown to the installed transformers", **context, file="config.json")
+            f"unknown to the installed transformers{remote}", **context, file="config.json")
     try:
         return AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     except Exception as e:
