@@ -103,16 +103,18 @@ def bench_svd(dims=(1024, 2048), k=10, repeat=3, threads=None):
             )
 
 
-def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, n_kv_heads=None, family="gpt_neox", seed=0):
-    """A GPT-NeoX or Llama checkpoint of the given shape with random float16 weights, one
-    safetensors shard per layer (no embeddings: weight analyses never read them)."""
+def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, n_kv_heads=None, family="gpt_neox", seed=0,
+                               head_dim=None):
+    """A GPT-NeoX, Llama or Gemma 3 (text) checkpoint of the given shape with random float16
+    weights, one safetensors shard per layer (no embeddings: weight analyses never read them)."""
     import torch
     from safetensors.torch import save_file
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     n_kv_heads = n_kv_heads or n_heads
-    kv = d_model // n_heads * n_kv_heads
+    head_dim = head_dim or d_model // n_heads
+    q, kv = n_heads * head_dim, n_kv_heads * head_dim
     if family == "gpt_neox":
         config = {"model_type": "gpt_neox", "architectures": ["GPTNeoXForCausalLM"], "use_parallel_residual": True,
                   "hidden_act": "gelu"}
@@ -120,11 +122,14 @@ def write_synthetic_checkpoint(path, *, d_model, n_layers, d_ff, n_heads, n_kv_h
         shapes = {"attention.query_key_value.weight": (3 * d_model, d_model), "attention.dense.weight": (d_model, d_model),
                   "mlp.dense_h_to_4h.weight": (d_ff, d_model), "mlp.dense_4h_to_h.weight": (d_model, d_ff)}
     else:
-        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_key_value_heads": n_kv_heads,
-                  "hidden_act": "silu"}
+        config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_act": "silu"}
+        if family == "gemma3_text":  # its heads are wider than d_model / n_heads (Gemma-3-12B: 16 x 256 > 3840)
+            config = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
+                      "hidden_activation": "gelu_pytorch_tanh"}
+        config |= {"num_key_value_heads": n_kv_heads, "head_dim": head_dim}
         prefix = "model.layers.{layer}"
-        shapes = {"self_attn.q_proj.weight": (d_model, d_model), "self_attn.k_proj.weight": (kv, d_model),
-                  "self_attn.v_proj.weight": (kv, d_model), "self_attn.o_proj.weight": (d_model, d_model),
+        shapes = {"self_attn.q_proj.weight": (q, d_model), "self_attn.k_proj.weight": (kv, d_model),
+                  "self_attn.v_proj.weight": (kv, d_model), "self_attn.o_proj.weight": (d_model, q),
                   "mlp.gate_proj.weight": (d_ff, d_model), "mlp.up_proj.weight": (d_ff, d_model),
                   "mlp.down_proj.weight": (d_model, d_ff)}
     config |= {"hidden_size": d_model, "intermediate_size": d_ff, "num_hidden_layers": n_layers,
@@ -182,11 +187,23 @@ def _measure(ckpt, threads, imports, call):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads=2, workdir=None):
+#: Shapes of the memory benchmark's synthetic checkpoints (n_layers aside): a GPT-NeoX of 1.4B's
+#: width and Gemma-3-12B's text decoder.
+MEMORY_SHAPES = {
+    "gpt_neox": dict(d_model=2048, d_ff=8192, n_heads=16),
+    "gemma3_text": dict(d_model=3840, d_ff=15360, n_heads=16, n_kv_heads=8, head_dim=256),
+}
+
+
+def bench_memory(d_model=None, n_layers=24, d_ff=None, n_heads=None, k=10, threads=2, workdir=None,
+                 family="gpt_neox"):
     """Print the peak RSS of ``align_checkpoint`` on a synthetic checkpoint vs the formula."""
+    shape = {**MEMORY_SHAPES[family], **{key: value for key, value in
+                                         (("d_model", d_model), ("d_ff", d_ff), ("n_heads", n_heads)) if value}}
+    d_model, d_ff = shape["d_model"], shape["d_ff"]
     tmp = Path(workdir or tempfile.mkdtemp(prefix="crosslayer-bench-"))
     try:
-        ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads)
+        ckpt = write_synthetic_checkpoint(tmp / "ckpt", n_layers=n_layers, family=family, **shape)
         size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
         measured = _measure(ckpt, threads, "from crosslayer.alignment import align_checkpoint",
                             f"align_checkpoint(manifest, k={k})")
@@ -197,7 +214,8 @@ def bench_memory(d_model=2048, n_layers=24, d_ff=8192, n_heads=16, k=10, threads
     per_layer = (2 * d_model * d_ff * (2 + 4) + d_model**2 * (4 + 8)) / 2**20
     whole = n_layers * 2 * d_model * d_ff * 4 / 2**20
     mib = {key: value / 1024 for key, value in measured.items() if key != "seconds"}
-    print(f"weight analysis of a synthetic GPT-NeoX checkpoint: d={d_model}, d_ff={d_ff}, {n_layers} layers, {size:.0f} MiB on disk")
+    print(f"weight analysis of a synthetic {family} checkpoint: d={d_model}, d_ff={d_ff}, {n_layers} layers, "
+          f"{size:.0f} MiB on disk")
     print("anonymous memory (beyond the memory map), MiB:")
     print(f"{'after imports':>14} {'peak':>6} {'peak - imports':>15} {'one-layer formula':>18} {'all MLPs in fp32':>17}")
     print(f"{mib['anon_after_imports']:>14.0f} {mib['peak_anon']:>6.0f} {mib['peak_anon'] - mib['anon_after_imports']:>15.0f}"
@@ -600,9 +618,11 @@ def main(argv=None):
     svd.add_argument("--k", type=int, default=10)
     svd.add_argument("--threads", type=int, default=None)
     mem = sub.add_parser("memory")
-    mem.add_argument("--d-model", type=int, default=2048)
+    mem.add_argument("--family", choices=sorted(MEMORY_SHAPES), default="gpt_neox",
+                     help="gemma3_text: Gemma-3-12B's decoder shape (d 3840, d_ff 15360, 16 x 256 heads)")
+    mem.add_argument("--d-model", type=int, default=None, help="default: the family's")
     mem.add_argument("--n-layers", type=int, default=24)
-    mem.add_argument("--d-ff", type=int, default=8192)
+    mem.add_argument("--d-ff", type=int, default=None, help="default: the family's")
     cont = sub.add_parser("continuity")
     cont.add_argument("--d-model", type=int, default=4096)
     cont.add_argument("--n-layers", type=int, default=3, help="layers written and analysed (projected to --full-layers)")
@@ -641,7 +661,8 @@ def main(argv=None):
     if args.what in (None, "svd"):
         bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
     if args.what in (None, "memory"):
-        bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers, "d_ff": args.d_ff}))
+        bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers,
+                                                       "d_ff": args.d_ff, "family": args.family}))
     if args.what == "continuity":
         bench_continuity(d_model=args.d_model, n_layers=args.n_layers, d_ff=args.d_ff, full_layers=args.full_layers,
                          threads=args.threads, device=args.device)
