@@ -160,3 +160,8 @@ def test_analyses_and_refusals(tmp_path):
         checkpoint_adapter(tmp_path, model="g4moe", revision="main")
     with pytest.raises(NotImplementedError, match="gemma3n_text.*per-layer inputs"):
         adapter_for(T.Gemma3nTextConfig())
+
+
+def test_families_without_per_layer_inputs_record_none():
+    samples = [torch.arange(3, 3 + n) for n in (4, 7, 2)]  # batches padded to different lengths
+    assert set(record_residual_stream(tiny_model("llama"), samples, batch_size=2)) == {"acts", "n_tokens"}

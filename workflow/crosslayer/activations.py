@@ -169,8 +169,8 @@ def record_residual_stream(
     recorded = np.zeros(2 * n_layers, dtype=bool)
     # Gemma 4's per-layer inputs: a block argument that depends on the token, kept per sample so
     # that each sample's Jacobian is taken with its own
-    width = adapter.token_input_width
-    token_inputs = np.full((len(samples), n_layers, width), np.nan, dtype=np.float32) if width else None
+    token_width = adapter.token_input_width
+    token_inputs = np.full((len(samples), n_layers, token_width), np.nan, dtype=np.float32) if token_width else None
 
     state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens
 
@@ -222,4 +222,4 @@ def record_residual_stream(
                          f"of sample {sample}; {int((~finite).sum())} (sample, snapshot) pair(s) affected")
     if token_inputs is not None and not np.isfinite(token_inputs).all():
         raise ValueError("non-finite per-layer (token) input of a block")
-    return {"acts": acts, "n_tokens": lengths, **({"token_inputs": token_inputs} if width else {})}
+    return {"acts": acts, "n_tokens": lengths, **({"token_inputs": token_inputs} if token_width else {})}
