@@ -505,8 +505,8 @@ def block_jacobians_autograd(block_fn, x, *, method="functional", extra=None):
         args = (x,) if extra is None else (x, extra)
         return torch.func.vmap(torch.func.jacrev(block_fn))(*args).detach()
     per_sample = [None] * len(x) if extra is None else extra
-    return torch.stack([torch.autograd.functional.jacobian(lambda v, e=e: block_fn(v, e), xi,
-                                                           vectorize=method == "vectorized")
+    return torch.stack([torch.autograd.functional.jacobian(lambda v, e=e: block_fn(v) if e is None else block_fn(v, e),
+                                                           xi, vectorize=method == "vectorized")
                         for xi, e in zip(x, per_sample)])
 
 
