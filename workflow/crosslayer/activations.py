@@ -174,15 +174,14 @@ def record_residual_stream(
 
     state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens
 
+    def at_last(t):  # (B, T, w) -> float32 numpy (B, w) at each sample's last real token
+        return t[torch.arange(t.shape[0], device=t.device), state["last"]].detach().to(torch.float32).cpu().numpy()
+
     def recorder(snapshot):
         def hook(module, args, kwargs):
-            hidden = _first_tensor(args, kwargs)
-            picked = hidden[torch.arange(hidden.shape[0], device=hidden.device), state["last"]]
-            acts[state["rows"], snapshot] = picked.detach().to(torch.float32).cpu().numpy()
+            acts[state["rows"], snapshot] = at_last(_first_tensor(args, kwargs))
             if token_inputs is not None and snapshot % 2 == 0:
-                extra = adapter.token_input(args, kwargs)
-                extra = extra[torch.arange(extra.shape[0], device=extra.device), state["last"]]
-                token_inputs[state["rows"], snapshot // 2] = extra.detach().to(torch.float32).cpu().numpy()
+                token_inputs[state["rows"], snapshot // 2] = at_last(adapter.token_input(args, kwargs))
         return hook
 
     order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding

@@ -366,7 +366,7 @@ class FamilyAdapter:
         needs its own version."""
         from crosslayer.token_jacobians import block_calls  # it imports this module
 
-        layer = next(i for i, b in enumerate(self.blocks(model)) if b is block)
+        layer = self._layer_of(model, block)
         call = block_calls(model, [0], layers=[layer])[layer]
 
         def forward(h, extra=None):
@@ -375,6 +375,9 @@ class FamilyAdapter:
             return call(h[0])[None]
 
         return forward
+
+    def _layer_of(self, model, block):
+        return next(i for i, b in enumerate(self.blocks(model)) if b is block)
 
     def token_input(self, args, kwargs):
         """The token-dependent argument of a recorded block call (``(batch, seq, width)``), or None."""
@@ -795,9 +798,8 @@ class Gemma4TextAdapter(LlamaAdapter):
 
     def gate_parts(self, block):
         mlp = block.mlp
-        return GateParts(NormParts("rmsnorm", _t(block.pre_feedforward_layernorm.weight), None,
-                                   float(block.pre_feedforward_layernorm.eps)),
-                         _t(mlp.gate_proj.weight), None, _t(mlp.up_proj.weight), _t(mlp.down_proj.weight),
+        return GateParts(_rmsnorm(block.pre_feedforward_layernorm), _t(mlp.gate_proj.weight), None,
+                         _t(mlp.up_proj.weight), _t(mlp.down_proj.weight),
                          _activation(self.geometry.mlp_activation, self.model_type))
 
     def pre_mlp_residual_module(self, block):
@@ -835,7 +837,7 @@ class Gemma4TextAdapter(LlamaAdapter):
 
         from crosslayer.token_jacobians import block_calls
 
-        layer = next(i for i, b in enumerate(self.blocks(model)) if b is block)
+        layer = self._layer_of(model, block)
         source = self._kv_source(layer)
         calls = block_calls(model, [0], layers=[layer] if source is None else [layer, source])
         e, d = self.token_input_width, self.geometry.d_model
