@@ -66,6 +66,17 @@ def test_an_intact_checkpoint_loads_exactly(tmp_path, family):
     assert all(torch.equal(ours[k], theirs[k]) for k in ours)
 
 
+def test_a_checkpoint_without_tokenizer_files_is_refused_before_the_samples_are_read(tmp_path):
+    # transformers 5 would build an empty tokenizer and the error would blame the samples
+    from crosslayer.dynamics import checkpoint_activations
+
+    save("gpt_neox", tmp_path)
+    with pytest.raises(CheckpointError, match=r"model 'm' revision 'step7' file .*: no tokenizer in the checkpoint "
+                                              r"\(none of .*tokenizer.json.*save_pretrained"):
+        checkpoint_activations(manifest(tmp_path), tmp_path / "no_samples.jsonl", n_samples=1, min_tokens=1,
+                               max_tokens=4)
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_missing_tensor_is_refused_by_name(tmp_path, family):
     dropped = FAMILIES[family]

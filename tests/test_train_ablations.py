@@ -146,5 +146,5 @@ def test_training_on_cuda_follows_the_cpu_run(data, tmp_path):  # noqa: F811
 
 def test_cuda_without_a_gpu_says_so(data, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(RuntimeError, match="train device is cuda but torch sees no GPU"):
+    with pytest.raises(ValueError, match="train.device is 'cuda' but torch .* set train.device: cpu"):
         _train(data, tmp_path, device="cuda")

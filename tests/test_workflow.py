@@ -677,6 +677,20 @@ def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, 
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_on_a_machine_without_it_stops_a_local_run_before_any_job_naming_the_key(tiny_run, tmp_path):
+    good = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"]
+    config = write_config(tmp_path / "c.yaml", {"m": {"source": "local", "checkpoints": {"1": good}}},
+                          dynamics={**yaml.safe_load(TINY.read_text())["dynamics"], "device": "cuda"})
+    target = "results/dynamics/m/step1.jacobians.npz"
+    assert planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output)  # a dry run plans
+    result = snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config), check=False)
+    assert result.returncode != 0
+    assert "dynamics.device ask(s) for 'cuda' but torch" in result.output
+    assert "block_jacobians, extract_activations jobs would run here" in result.output
+    assert not (tmp_path / "logs").exists() and not (tmp_path / "results").exists()
+
+
 def test_sizes_of_local_checkpoints_are_checked_before_any_job(tiny_run, tmp_path):
     good = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"]
     config = write_config(tmp_path / "c.yaml", {"m": {"source": "local", "checkpoints": {"1": good}}},

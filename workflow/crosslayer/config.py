@@ -132,6 +132,14 @@ def ablation_settings(config, run):
     return {**config.get("train", {}), **block["train"], **switches, "save_steps": [block["steps"]]}
 
 
+def cuda_settings(config):
+    """The ``device`` settings that ask for CUDA, as dotted keys (e.g. ``dynamics.device``)."""
+    blocks = {name: config.get(name) for name in ("train", "alignment", "dynamics", "coupling", "continuity")}
+    blocks["transformer_ablations.train"] = config.get("transformer_ablations", {}).get("train")
+    blocks |= {f"models.{m}.train": entry.get("train") for m, entry in config["models"].items()}
+    return [f"{name}.device" for name, block in blocks.items() if (block or {}).get("device") == "cuda"]
+
+
 #: Per-model stages (``models.<id>.analyses``); the first two read weights only.
 ANALYSES = ("alignment", "continuity", "coupling", "dynamics", "topology")
 

@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from crosslayer.devices import check_device
 from crosslayer.malloc import retain_freed_memory
 from crosslayer.models import ABLATION_KEY
 
@@ -326,8 +327,7 @@ def train_model(
     from transformers import AutoTokenizer
 
     _check_arch(arch)
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train device is cuda but torch sees no GPU here; set device: cpu or run on a GPU node")
+    check_device(device, "train.device")  # top-level, a model's or the ablations' own
     torch.set_num_threads(threads)
     retain_freed_memory()  # 15-40% faster steps on 2 cores
     saves = sorted(set(int(s) for s in save_steps))

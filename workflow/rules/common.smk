@@ -60,6 +60,22 @@ def one_of(names):
     return "|".join(re.escape(n) for n in names) or "(?!)"
 
 
+onstart:
+    # A local run whose jobs ask for a GPU that torch here cannot use stops before its first job,
+    # naming the settings. Not under a cluster executor: its jobs run on GPU nodes, not here.
+    if workflow.executor_plugin.common_settings.local_exec and not workflow.touch:
+        gpu_rules = sorted({job.rule.name for job in workflow.dag.needrun_jobs() if job.resources.get("gpu", 0)})
+        if gpu_rules:
+            from crosslayer.devices import no_cuda_reason
+
+            if reason := no_cuda_reason():
+                raise WorkflowError(
+                    f"Invalid config: {', '.join(cfg.cuda_settings(config))} ask(s) for 'cuda' but {reason}, and "
+                    f"this run's {', '.join(gpu_rules)} jobs would run here: set them to cpu, or run on a "
+                    "machine with a GPU or through a cluster profile (jobs with gpu=1 go to GPU nodes)"
+                )
+
+
 wildcard_constraints:
     model=one_of(MODELS),
     step=r"\d+",

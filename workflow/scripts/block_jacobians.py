@@ -6,6 +6,10 @@ import torch
 
 torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
 
+from crosslayer.devices import check_device
+
+check_device(snakemake.params.device, "dynamics.device")  # no GPU here: name the key before any work
+
 import numpy as np
 from tqdm import tqdm
 
