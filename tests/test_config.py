@@ -4,6 +4,7 @@ import pytest
 
 from crosslayer.config import (
     check_config,
+    check_model_entries,
     check_model_sizes,
     local_checkpoints,
     model_steps,
@@ -81,7 +82,6 @@ def test_reference_step_configured_or_middle():
         ({}, {"transformer_ablations": {"activate": True, "steps": 10, "train": {"n_layers": 3}, "runs": {"r": {}}}},
          r"continuity\.pca_components: 3 must be below the 3 layers of the transformer ablations"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
-        ({"source": "local", "checkpoints": {"0": "/x"}, "steps": None}, {}, r"models\.m: `arch` and `train` apply only"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
     ],
 )
@@ -93,6 +93,25 @@ def test_check_config_names_the_key(model, top, match):
     config.update(top)
     with pytest.raises(ValueError, match=match):
         check_config(config)
+
+
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        ({"source": "train", "arch": "llama", "steps": [0], "checkpoints": {"0": "/x"}},
+         r"models\.m\.checkpoints: does not apply to `source: train` models, which read arch, train, steps"),
+        ({"source": "local", "checkpoints": {"0": "/x"}, "steps": [0]},
+         r"models\.m\.steps: does not apply to `source: local` models, which read checkpoints"),
+        ({"source": "local", "checkpoints": {"0": "/x"}, "arch": "llama"}, r"models\.m\.arch: does not apply"),
+        ({"source": "local", "checkpoints": {"0": "/x"}, "revision": "step{step}"}, r"models\.m\.revision: does not"),
+        ({"source": "hub", "repo": "a/b", "steps": [0], "train": {}}, r"models\.m\.train: does not apply to `source: hub`"),
+        ({"source": "local", "checkpoints": {"16": "/a", "016": "/b"}}, r"models\.m: .*'checkpoints': step 16 is given twice"),
+        ({"source": "hub", "checkpoints": {"16": "a/b@x", "016": "a/b@y"}}, r"models\.m: .*step 16 is given twice"),
+    ],
+)
+def test_settings_a_source_would_ignore_and_repeated_steps_are_refused_by_key(entry, match):
+    with pytest.raises(ValueError, match=match):
+        check_model_entries({"models": {"m": entry}})
 
 
 def test_sizes_of_read_checkpoints_are_checked_too():
@@ -113,6 +132,7 @@ def test_check_config_accepts_the_embedded_default():
     root = Path(__file__).parents[1]
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     validate(config, str(root / "config" / "schema.yaml"))  # fills in the schema's defaults
+    check_model_entries(config)
     check_config(config)
 
 
@@ -151,7 +171,7 @@ def test_resolve_explicit_form_with_yaml_string_keys():
     ("cfg", "key"),
     [
         ({"revision": "step{step}", "steps": [0]}, "'repo'"),
-        ({"repo": "a/b", "steps": [0]}, "'revision'"),
+        ({"repo": "a/b", "steps": [0, 1]}, "'revision'"),  # main for every step
         ({"repo": "a/b", "revision": "step{step}"}, "'steps'"),
         ({}, "'repo'"),
         ({"repo": "a/b", "revision": "main", "steps": [0, 1]}, "'revision'"),

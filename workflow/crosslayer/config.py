@@ -5,13 +5,20 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_config",
+__all__ = ["ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
            "check_model_sizes", "read_scores", "toy_settings",
            "ablation_settings"]
 
 
 def _explicit(model_cfg):
-    return {int(step): value for step, value in model_cfg.get("checkpoints", {}).items()}
+    """``checkpoints`` by integer step; "16" and "016" are one step, given twice."""
+    explicit = {}
+    for key, value in model_cfg.get("checkpoints", {}).items():
+        step = _step(key, f"checkpoints.{key}")
+        if step in explicit:
+            raise ValueError(f"model config key 'checkpoints': step {step} is given twice")
+        explicit[step] = value
+    return explicit
 
 
 def model_steps(model_cfg):
@@ -58,13 +65,13 @@ def resolve_checkpoints(model_cfg):
             _add(resolved, _step(key, where), where, repo.strip(), revision.strip() or "main")
         return dict(sorted(resolved.items()))
 
-    missing = [key for key in ("repo", "revision", "steps") if not model_cfg.get(key)]
+    missing = [key for key in ("repo", "steps") if not model_cfg.get(key)]
     if missing:
         raise ValueError(
             f"model config lacks key {missing[0]!r}: give either 'repo', 'revision' (a template such as "
-            "'step{step}') and 'steps', or 'checkpoints' mapping each step to 'repo@revision'"
+            "'step{step}'; default main) and 'steps', or 'checkpoints' mapping each step to 'repo@revision'"
         )
-    template, steps = model_cfg["revision"], model_cfg["steps"]
+    template, steps = model_cfg.get("revision", "main"), model_cfg["steps"]
     if not isinstance(steps, (list, tuple)):
         raise ValueError(f"model config key 'steps' must be a list of steps, not {steps!r}")
     resolved = {}
@@ -205,12 +212,7 @@ def check_config(config, sizes=None, families=None):
             except ValueError as err:
                 raise ValueError(f"{key}: {err}") from None
         if cfg["source"] == "train":
-            settings = train_settings(config, name)
-            _check_heads(settings, f"{key}.train")
-        elif "arch" in cfg or "train" in cfg:
-            raise ValueError(f"{key}: `arch` and `train` apply only to `source: train` models")
-        if cfg["source"] != "hub" and "repo" in cfg:
-            raise ValueError(f"{key}.repo: only `source: hub` models have a repo")
+            _check_heads(train_settings(config, name), f"{key}.train")
     if config["topology"]["activate"] and not config["dynamics"]["activate"]:
         raise ValueError("topology.activate: the topology stages need the dynamics stages (dynamics.activate: true)")
     dynamics = config["dynamics"]
@@ -245,6 +247,28 @@ def check_config(config, sizes=None, families=None):
         if config["continuity"]["pca_components"] >= settings["n_layers"]:
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")
+
+
+#: The model keys each source reads (besides source, reference_step and analyses); any other
+#: would be silently ignored.
+SOURCE_KEYS = {"train": ("arch", "train", "steps"), "hub": ("repo", "revision", "steps", "checkpoints"),
+               "local": ("checkpoints",)}
+
+
+def check_model_entries(config):
+    """Raise ValueError naming the key of a model entry's setting that its source would ignore
+    (e.g. ``checkpoints`` of a trained model, ``steps`` of a local one) or of a step given twice
+    (``"16"`` and ``"016"``). Run before any checkpoint is read."""
+    for name, cfg in config["models"].items():
+        key, source = f"models.{name}", cfg["source"]
+        ignored = [k for k in cfg if k not in (*SOURCE_KEYS[source], "source", "reference_step", "analyses")]
+        if ignored:
+            raise ValueError(f"{key}.{ignored[0]}: does not apply to `source: {source}` models, which read "
+                             f"{', '.join(SOURCE_KEYS[source])}; remove it")
+        try:
+            _explicit(cfg)
+        except ValueError as err:
+            raise ValueError(f"{key}: {err}") from None
 
 
 def _check_heads(settings, key):

@@ -12,6 +12,7 @@ from crosslayer.files import checkpoint_files  # standard library only
 validate(config, schema="../../config/schema.yaml")
 try:
     config["models"] = cfg.selected_models(config)  # every rule and check below sees only these
+    cfg.check_model_entries(config)  # before any checkpoint's config.json is read
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
