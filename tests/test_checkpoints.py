@@ -277,6 +277,28 @@ def test_manifest_for_local_and_train(tmp_path, tiny_checkpoint, source):
         (tmp_path / "moved").rename(tiny_checkpoint / "generation_config.json")
 
 
+def test_a_checkpoint_inside_the_working_directory_is_recorded_relative_to_its_manifest(tmp_path, tiny_checkpoint,
+                                                                                       monkeypatch):
+    # the same bytes in any working directory, and a results tree that still reads after a move
+    import shutil
+
+    for run in ("a", "b"):
+        shutil.copytree(tiny_checkpoint, tmp_path / run / "results/train/m/step0")
+        monkeypatch.chdir(tmp_path / run)
+        write_manifest("results/checkpoints/m/step0.json", model="m", step=0, source="train",
+                       checkpoint_dir="results/train/m/step0")
+    first, second = ((tmp_path / run / "results/checkpoints/m/step0.json").read_bytes() for run in ("a", "b"))
+    assert first == second and json.loads(first)["path"] == "../../train/m/step0"
+    (tmp_path / "a").rename(tmp_path / "moved")
+    monkeypatch.chdir(tmp_path)
+    manifest = read_manifest("moved/results/checkpoints/m/step0.json")
+    assert manifest["path"] == str(tmp_path / "moved/results/train/m/step0")
+    verify_manifest(manifest)
+    # one outside the working directory keeps its absolute path
+    write_manifest("out.json", model="m", step=0, source="local", checkpoint_dir=tiny_checkpoint)
+    assert json.loads((tmp_path / "out.json").read_text())["path"] == str(tiny_checkpoint.resolve())
+
+
 def test_missing_config_leaves_no_manifest(tmp_path):
     checkpoint = tmp_path / "ckpt"
     checkpoint.mkdir()

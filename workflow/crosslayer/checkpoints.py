@@ -278,7 +278,8 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     Returns
     -------
     dict
-        The manifest: ``model``, ``step``, ``source``, ``path`` (absolute), ``repo``,
+        The manifest: ``model``, ``step``, ``source``, ``path`` (absolute; recorded in the
+        file relative to it when inside the working directory), ``repo``,
         ``revision``, ``commit`` and ``files`` (see :func:`file_digests`).
 
     Raises
@@ -297,11 +298,12 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
         )
     if source == "hub" and commit is None:
         commit = checkpoint_dir.name
+    out_path = Path(out_path)
     manifest = {
         "model": model,
         "step": int(step),
         "source": source,
-        "path": str(checkpoint_dir),
+        "path": _recorded_path(checkpoint_dir, out_path),
         "repo": repo,
         "revision": revision,
         "commit": commit,
@@ -312,11 +314,18 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
         before = _stat(path)
         manifest["files"][name] = _sha256(path)
         stats[name] = [*before, manifest["files"][name]]
-    out_path = Path(out_path)
     _write_json_atomically(out_path, manifest)
     if stat_cache:
         _write_json_atomically(stat_cache_path(out_path), stats)
-    return manifest
+    return {**manifest, "path": str(checkpoint_dir)}
+
+
+def _recorded_path(checkpoint_dir, manifest_path):
+    # A checkpoint inside the working directory (a trained one) is recorded relative to the
+    # manifest: the same bytes in every working directory, and a results tree that can be moved.
+    if not checkpoint_dir.is_relative_to(Path.cwd().resolve()):
+        return str(checkpoint_dir)
+    return os.path.relpath(checkpoint_dir, manifest_path.parent.resolve())
 
 
 def _write_json_atomically(out_path, data):
@@ -345,9 +354,11 @@ def read_manifest(path):
         If the file is missing or not valid JSON.
     """
     try:
-        return json.loads(Path(path).read_text())
+        manifest = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
         raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
+    manifest["path"] = os.path.normpath(Path(path).parent.absolute() / manifest["path"])  # a relative one, resolved
+    return manifest
 
 
 def stat_cache_path(manifest_path):

@@ -21,7 +21,10 @@ Degenerate input never yields a silent number: a constant unit, a non-finite val
 :class:`DegenerateInputWarning`.
 """
 
+import gzip
+import tempfile
 import warnings
+from pathlib import Path
 
 import igraph
 import numpy as np
@@ -289,7 +292,10 @@ def write_graph(graph, path):
         out.es[_EXACT_WEIGHT] = [repr(x) for x in w.tolist()]
         # igraph's GraphML reader rejects subnormal doubles: the plain copy gets 0 instead
         out.es["weight"] = np.where(np.abs(w) < _TINY, 0.0, w).tolist()
-    out.write_graphmlz(str(path))
+    with tempfile.TemporaryDirectory() as tmp:  # igraph's own gzip would stamp the time and the file name
+        plain = Path(tmp) / "graph.graphml"
+        out.write_graphml(str(plain))
+        Path(path).write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
 
 
 def read_graph(path):

@@ -20,6 +20,7 @@ bit-identical checkpoints on the same machine and thread count.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import shutil
@@ -55,7 +56,7 @@ ACTIVATIONS = {"silu": "silu", "relu": "relu", "gelu": "gelu", "none": "linear"}
 """Llama MLP activations of paper 003's ablations -> transformers ``hidden_act`` (none = identity)."""
 
 EVAL_FRACTION = 0.05  # the last 5 % of tokens are held out from training
-LOSS_COLUMNS = ["step", "loss", "lr", "tokens_seen", "elapsed_s", "eval_loss"]
+LOSS_COLUMNS = ["step", "loss", "lr", "tokens_seen", "eval_loss"]  # no wall time: same config, same bytes
 
 
 def mlp_weight_names(arch: str, layer: int) -> tuple[str, str]:
@@ -312,8 +313,8 @@ def train_model(
         The loss log, also written to ``out_dir/loss.tsv``: ``step`` (updates applied
         so far), ``loss`` (training loss of the batch at that step, before its
         update), ``lr`` (rate used for that update), ``tokens_seen`` (training tokens
-        consumed before that step), ``elapsed_s`` and ``eval_loss`` (held-out loss,
-        only at save steps, else NaN).
+        consumed before that step) and ``eval_loss`` (held-out loss, only at save steps,
+        else NaN). The wall time goes to the log (and the job's benchmark file), not here.
 
     Raises
     ------
@@ -430,8 +431,7 @@ def train_model(
             rows.append(
                 dict(
                     step=step, loss=loss.item(), lr=step_lr if not final else math.nan,
-                    tokens_seen=step * batch_size * context,
-                    elapsed_s=round(time.perf_counter() - started, 3), eval_loss=eval_loss,
+                    tokens_seen=step * batch_size * context, eval_loss=eval_loss,
                 )
             )
         if final or diverged:
@@ -447,6 +447,7 @@ def train_model(
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
+    logging.getLogger(__name__).info("%s: %d steps in %.1f s", arch, step, time.perf_counter() - started)
 
     log = pd.DataFrame(rows, columns=LOSS_COLUMNS)
     log.to_csv(out_dir / "loss.tsv", sep="\t", index=False, float_format="%.6g")
