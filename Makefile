@@ -22,7 +22,7 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 
 run: setup
-	$(BIN)/snakemake --workflow-profile workflow/profiles/default --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES)  # with profiles/default
 	$(BIN)/snakemake --report results/report.html
 
 test: setup

@@ -227,6 +227,73 @@ def test_unchanged_config_plans_nothing(tiny_run):
     assert "Nothing to be done" in result.output
 
 
+def test_settings_that_cannot_change_results_replan_nothing(tiny_run, tmp_path):
+    change = overlay(tmp_path / "speed.yaml", "dynamics: {chunk_mb: 17, threads: 1}\n"
+                                              "coupling: {chunk_mb: 5, hold_mb: 1, threads: 1}\n"
+                                              "alignment: {threads: 1}\ncontinuity: {threads: 1}\ntrain: {threads: 2}\n")
+    assert planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output) == {}
+
+
+def _jobs_of(parent):
+    """Pids of the job scripts whose parent process is `parent` (Linux /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields.get("PPid", "0")) == parent and b".snakemake/scripts/" in cmdline:
+            found.append(int(status.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
+    # SIGKILL leaves Snakemake no chance to stop its jobs: each job ends itself when orphaned
+    import time
+
+    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 300], reference_step: 0}}")
+    command = ["results/train/tiny-gelu", "--cores", "1", "--configfile", str(TINY), longer]
+    snake = subprocess.Popen([*SNAKEMAKE, "--directory", str(tmp_path), *command], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (jobs := _jobs_of(snake.pid)) or not (tmp_path / "results/train/tiny-gelu/step0").exists():
+        assert snake.poll() is None and time.monotonic() < deadline, "the training job never started"
+        time.sleep(0.1)
+    snake.kill()
+    snake.wait()
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{pid}").exists() for pid in jobs):
+        assert time.monotonic() < deadline, f"job {jobs} still running 15 s after Snakemake was killed"
+        time.sleep(0.2)
+    assert "is gone: stopping this job" in (tmp_path / "logs/train_model/tiny-gelu.log").read_text()
+    assert not (tmp_path / "results/train/tiny-gelu/loss.tsv").exists()
+    # README's recovery: --unlock once (the lock outlives a hard kill), then the same command;
+    # profiles/default (applied without naming it) carries rerun-incomplete for the cut-short run
+    snakemake(tmp_path, *command, "--unlock")
+    bare = snakemake(tmp_path, *command, "--workflow-profile", "none", check=False)
+    assert bare.returncode != 0 and "IncompleteFilesException" in bare.output, bare.output[-2000:]
+    snakemake(tmp_path, *command)
+    assert (tmp_path / "results/train/tiny-gelu/loss.tsv").is_file()
+
+
+def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
+    # Another working directory, the same config: every result (trained weights, manifests,
+    # arrays, tables, graphs, PDF and PNG figures) byte for byte. Not the stat caches beside the
+    # manifests (file mtimes, by design), nor logs and benchmarks (times).
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY))
+
+    def results(root):
+        return sorted(p.relative_to(root) for p in (root / "results").rglob("*")  # the report: another test's
+                      if p.is_file() and not p.name.endswith(".json.stat") and p.name != "report.html")
+
+    assert results(tmp_path) == results(tiny_run)
+    differ = [str(p) for p in results(tiny_run) if (tiny_run / p).read_bytes() != (tmp_path / p).read_bytes()]
+    assert not differ
+    assert any(p.suffix == ".pdf" for p in results(tiny_run)) and any(p.suffix == ".gz" for p in results(tiny_run))
+
+
 def overlay(path, text):
     """A config overlay: --configfile TINY OVERLAY merges the two (--config would pass strings)."""
     path.write_text(text)

@@ -52,8 +52,6 @@ rule block_coupling:
         window=COUPLING["window"],
         pca_prompts=COUPLING["pca_prompts"],
         max_tokens=PROMPTS["max_tokens"],
-        chunk_mb=COUPLING["chunk_mb"],
-        hold_mb=COUPLING["hold_mb"],
         device=COUPLING["device"],
     script:
         "../scripts/block_coupling.py"

@@ -67,7 +67,6 @@ rule block_jacobians:
         gpu=get_gpu_request(DYNAMICS["device"]),
     params:
         method=DYNAMICS["jacobian_method"],
-        chunk_mb=DYNAMICS["chunk_mb"],
         device=DYNAMICS["device"],
         per_sample_dtype=DYNAMICS["per_sample_dtype"],
         condition_number=DYNAMICS["condition_number"],

@@ -22,6 +22,7 @@ from crosslayer.models import load_model
 from crosslayer.prompts import read_prompts
 
 params = snakemake.params
+memory = snakemake.config["coupling"]  # chunk_mb, hold_mb: speed only, so not params (a change re-runs nothing)
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 model, tokenizer = load_model(manifest, device=params.device)
 if tokenizer is None:
@@ -40,7 +41,7 @@ try:
         model, token_ids, prompt_ids=prompt_ids, Ks=params.Ks, token=params.token,
         layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
         token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, window=params.window,
-        chunk_bytes=params.chunk_mb * 2**20, hold_bytes=params.hold_mb * 2**20,
+        chunk_bytes=memory["chunk_mb"] * 2**20, hold_bytes=memory["hold_mb"] * 2**20,
         progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
 except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint
     raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),

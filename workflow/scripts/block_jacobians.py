@@ -27,7 +27,7 @@ with np.load(snakemake.input.activations) as activations:
             model,
             activations["acts"],
             method=params.method,
-            chunk_bytes=params.chunk_mb * 2**20,
+            chunk_bytes=snakemake.config["dynamics"]["chunk_mb"] * 2**20,  # not a param: no reruns
             spectra_dtype=params.per_sample_dtype,  # per-sample statistics on the Jacobians' device
             condition=params.condition_number,  # False: no SVD, no condition_number(_res) in the npz
             progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
