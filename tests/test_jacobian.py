@@ -232,6 +232,29 @@ def test_autograd_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, capl
         list(jacobian.iter_block_jacobians_autograd(fn, x[:1], method="jacrev"))
 
 
+def test_closed_form_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, caplog):
+    model = _model("llama", seed=5)
+    adapter = adapter_for(model)
+    parts = adapter.block_parts(adapter.blocks(model)[0])
+    x = torch.randn(7, D)
+    expected = jacobian.block_jacobians(parts, x)
+    real = jacobian._chunk_jacobians
+
+    def limited(p, xs, out=None):
+        if len(xs) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(p, xs, out)
+
+    monkeypatch.setattr(jacobian, "_chunk_jacobians", limited)
+    with caplog.at_level("WARNING"):
+        chunks = list(jacobian.iter_block_jacobians(parts, x, layer=2))
+        into_one = jacobian.block_jacobians(parts, x)  # chunks written into one preallocated tensor
+    assert [start for start, _ in chunks] == list(range(7))
+    # batched products round by batch shape: equal to float32 rounding, not bit for bit
+    assert _rel(torch.cat([J for _, J in chunks]), expected) <= 1e-6 and _rel(into_one, expected) <= 1e-6
+    assert "layer 2: out of GPU memory; retrying with 3 samples per chunk" in caplog.text
+
+
 def test_non_finite_input_and_jacobian_name_layer_and_sample():
     model = _model("gpt2", seed=6)
     adapter = adapter_for(model)

@@ -150,6 +150,33 @@ def test_torch_float32_path_within_rounding_bounds(kappa, residual):
     assert all(v.dtype == np.float64 for v in got.values())
 
 
+@pytest.mark.parametrize("factor", [1e20, 1e-30, 3e38])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_torch_path_is_exact_for_entries_that_would_overflow_or_underflow_float32(factor, dtype):
+    # ||J||_F^2 of entries ~1e20 or ~1e-30 leaves float32's range; each matrix is scaled by a power
+    # of two first, so the statistics are those of the unscaled matrix (NumPy, float64)
+    J = random_layers(3, 12, seed=9)
+    J = (J / np.abs(J).max() * factor).astype(np.float32) if factor == 3e38 else (J * factor).astype(np.float32)
+    expected = S.per_sample_stats(J.astype(np.float64))
+    got = S.per_sample_stats(torch.from_numpy(J), dtype=dtype)
+    for name in expected:
+        assert np.isfinite(got[name]).all(), name
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-5 if dtype == "float32" else 1e-12, err_msg=name)
+
+
+def test_unreliable_condition_numbers_are_inf_or_large_and_warned_about(caplog):
+    singular = np.diag([1.0, 1.0, 0.0])[None]
+    kappa = S.per_sample_stats(torch.from_numpy(singular), dtype="float64")["condition_number"]
+    assert np.isinf(kappa).all()  # not NaN
+    with caplog.at_level("WARNING"):
+        assert S.warn_unreliable_conditions(kappa, "float64", "layer 3 (J - I)") == 1
+        assert S.warn_unreliable_conditions(np.array([2.0, 1e8]), "float32", "layer 1 (J)") == 1
+        assert S.warn_unreliable_conditions(np.array([2.0, 1e8]), "float64", "layer 1 (J)") == 0
+    assert "layer 3 (J - I): 1 of 1 condition numbers are inf" in caplog.text
+    assert "layer 1 (J): 1 of 2 condition numbers are inf or beyond float32 precision" in caplog.text
+    assert "per_sample_dtype: float64" in caplog.text
+
+
 def test_torch_residual_subtracts_identity_on_device_without_touching_the_input():
     J = random_layers(5, 10, seed=6)
     for dtype, tdtype in (("float64", torch.float64), ("float32", torch.float32)):

@@ -17,7 +17,7 @@ from crosslayer.jacobian import (
     single_token_block_fn,
 )
 from crosslayer.models import TOKENIZER_FILES, load_model
-from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats
+from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats, warn_unreliable_conditions
 
 __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations"]
 
@@ -117,6 +117,10 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
                 for name, values in stats.items():
                     result[name + suffix][layer, start:stop] = values
         result["mean"][layer] = (total / N).cpu().numpy()
+        if condition:
+            for suffix, what in (("", "J"), ("_res", "J - I")):
+                warn_unreliable_conditions(result["condition_number" + suffix][layer], spectra_dtype,
+                                           f"layer {layer} ({what})")
     return result
 
 

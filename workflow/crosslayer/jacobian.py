@@ -324,6 +324,31 @@ def _raise_non_finite(what, bad, start, layer):
                      f"in samples {start}..{start + bad.numel() - 1})")
 
 
+def _chunks(n, step, compute, layer):
+    """Yield ``(start, compute(start, stop))`` over ``range(n)`` in chunks of `step` samples,
+    each checked finite. A chunk that runs out of GPU memory is retried in halves (logged), down
+    to one sample: a long job finishes more slowly rather than failing."""
+    start, step = 0, max(1, min(n, step))
+    while start < n:
+        try:
+            J = compute(start, min(n, start + step))
+        except torch.OutOfMemoryError:
+            if step == 1:
+                raise
+            step = max(1, step // 2)
+            log.warning("layer %s: out of GPU memory; retrying with %d samples per chunk", layer, step)
+            torch.cuda.empty_cache()
+            continue
+        # One reduction flags a non-finite entry (or, rarely, an overflowing sum of finite ones);
+        # only then the exact elementwise check.
+        if not bool(torch.isfinite(J.sum((1, 2))).all()):
+            bad = ~torch.isfinite(J).flatten(1).all(1)
+            if bad.any():
+                _raise_non_finite("Jacobian", bad, start, layer)
+        yield start, J
+        start += J.shape[0]
+
+
 def _iter(parts, x, chunk_bytes, layer, out=None):
     d = parts.d_model
     _check_input(x, d)
@@ -332,17 +357,12 @@ def _iter(parts, x, chunk_bytes, layer, out=None):
     if bad.any():
         _raise_non_finite("block input", bad, 0, layer)
     p = _prepare(parts, x.device)
-    step = max(1, int(chunk_bytes // _bytes_per_sample(parts)))
+
+    def compute(start, stop):
+        return _chunk_jacobians(p, x[start:stop], None if out is None else out[start:stop])
+
     with torch.no_grad():
-        for start in range(0, x.shape[0], step):
-            J = _chunk_jacobians(p, x[start : start + step], None if out is None else out[start : start + step])
-            # One reduction flags a non-finite entry (or, rarely, an overflowing sum of finite
-            # ones); only then the exact elementwise check.
-            if not bool(torch.isfinite(J.sum((1, 2))).all()):
-                bad = ~torch.isfinite(J).flatten(1).all(1)
-                if bad.any():
-                    _raise_non_finite("Jacobian", bad, start, layer)
-            yield start, J
+        yield from _chunks(x.shape[0], int(chunk_bytes // _bytes_per_sample(parts)), compute, layer)
 
 
 def iter_block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):
@@ -525,22 +545,10 @@ def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_byt
     J : torch.Tensor
         ``(b, d, d)`` Jacobians of samples ``start .. start + b - 1``.
     """
-    d, n = x.shape[1], x.shape[0]
-    step = max(1, min(n, int(chunk_bytes // (bytes_per_sample or 4 * d * d))))
-    start = 0
-    while start < n:
-        part = None if extra is None else extra[start : start + step]
-        try:
-            J = block_jacobians_autograd(block_fn, x[start : start + step], method=method, extra=part).detach()
-        except torch.OutOfMemoryError:
-            if step == 1:
-                raise
-            step = max(1, step // 2)
-            log.warning("layer %s: out of GPU memory; retrying with %d samples per chunk", layer, step)
-            torch.cuda.empty_cache()
-            continue
-        bad = ~torch.isfinite(J).flatten(1).all(1)
-        if bad.any():
-            _raise_non_finite("Jacobian", bad, start, layer)
-        yield start, J
-        start += J.shape[0]
+    d = x.shape[1]
+
+    def compute(start, stop):
+        part = None if extra is None else extra[start:stop]
+        return block_jacobians_autograd(block_fn, x[start:stop], method=method, extra=part).detach()
+
+    yield from _chunks(x.shape[0], int(chunk_bytes // (bytes_per_sample or 4 * d * d)), compute, layer)

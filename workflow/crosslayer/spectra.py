@@ -25,6 +25,7 @@ Groups:
 * depth regimes (early / mid / late) and per-regime summary tables.
 """
 
+import logging
 import math
 import sys
 
@@ -35,8 +36,11 @@ from scipy.stats import unitary_group
 from crosslayer.arrays import to_numpy
 from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
+log = logging.getLogger(__name__)
+
 __all__ = [
     "DEFAULT_ALPHAS",
+    "warn_unreliable_conditions",
     "PAPER_BOUNDARIES",
     "PER_SAMPLE_DTYPES",
     "REGIMES",
@@ -153,16 +157,22 @@ def _check_chunk(chunk):
 
 
 def _torch_blocks(J, *, residual, chunk, dtype):
-    """Yield (start, block): chunks of a (B, d, d) tensor cast to the compute dtype on its own
-    device, with the identity subtracted in place (on a fresh copy) when `residual`."""
+    """Yield (start, block, scale): chunks of a (B, d, d) tensor copied to the compute dtype on
+    its own device, minus the identity when `residual`, each matrix divided by a power of two
+    ``scale`` ((b,) float64) that brings its largest entry into [0.5, 1). Exact (no rounding), and
+    float32 statistics neither overflow (entries ~1e20 square past float32's range) nor underflow."""
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
+
     J = _check_tensor_stack("J", J)
     compute = _torch_dtype(dtype, J.is_complex())
     for start in range(0, J.shape[0], chunk):
-        # a residual block is modified in place, so it must never alias the caller's tensor
-        block = J[start : start + chunk].to(dtype=compute, copy=residual)
+        block = J[start : start + chunk].to(dtype=compute, copy=True)  # modified in place below
         if residual:
             block.diagonal(dim1=-2, dim2=-1).sub_(1)
-        yield start, block
+        _, exponent = torch.frexp(block.abs().amax(dim=(-2, -1)))  # max |entry| = m 2^e, m in [0.5, 1)
+        exponent.clamp_(-125, 126)  # 2^-e stays a normal float32: the division is exact
+        block.mul_(torch.pow(2.0, -exponent.to(block.real.dtype))[:, None, None])
+        yield start, block, torch.pow(2.0, exponent.double())
 
 
 def _torch_frobenius(block):
@@ -193,10 +203,10 @@ def _torch_condition(block):
 
 
 def _torch_per_chunk(J, fn, *, residual, chunk, dtype):
-    """(B,) float64 NumPy array of ``fn(block)`` over the chunks of a tensor."""
+    """(B,) float64 NumPy array of ``fn(block, scale)`` over the chunks of a tensor."""
     out = []
-    for _, block in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
-        values = fn(block)
+    for _, block, scale in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
+        values = fn(block, scale)
         out.append(values if isinstance(values, np.ndarray) else values.cpu().numpy())
     return np.concatenate(out).astype(np.float64, copy=False)
 
@@ -235,7 +245,8 @@ def frobenius_norm(J, *, residual=False, dtype="float64", chunk=16):
     _check_chunk(chunk)
     _dtype_name(dtype)
     if _is_tensor(J):
-        return _torch_per_chunk(J, _torch_frobenius, residual=residual, chunk=chunk, dtype=dtype)
+        return _torch_per_chunk(J, lambda b, scale: _torch_frobenius(b) * scale, residual=residual, chunk=chunk,
+                                dtype=dtype)
     J = _strip(_check_stack("J", J), residual)
     return np.sqrt(np.einsum("bij,bij->b", J.conj(), J).real)
 
@@ -267,7 +278,7 @@ def participation_ratio(J, *, residual=False, chunk=16, dtype="float64"):
     _check_chunk(chunk)
     _dtype_name(dtype)
     if _is_tensor(J):
-        return _torch_per_chunk(J, lambda b: _torch_participation(b, _torch_frobenius(b)), residual=residual,
+        return _torch_per_chunk(J, lambda b, _: _torch_participation(b, _torch_frobenius(b)), residual=residual,
                                 chunk=chunk, dtype=dtype)
     J = _check_stack("J", J, cast=False)
     out = np.empty(J.shape[0])
@@ -306,7 +317,7 @@ def condition_number(J, *, residual=False, dtype="float64", chunk=16):
     _check_chunk(chunk)
     _dtype_name(dtype)
     if _is_tensor(J):
-        return _torch_per_chunk(J, _torch_condition, residual=residual, chunk=chunk, dtype=dtype)
+        return _torch_per_chunk(J, lambda b, _: _torch_condition(b), residual=residual, chunk=chunk, dtype=dtype)
     J = _strip(_check_stack("J", J), residual)
     s = np.linalg.svd(J, compute_uv=False)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -360,10 +371,10 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     if condition:
         parts["condition_number"] = []
     if _is_tensor(J):
-        for _, block in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
-            fro = _torch_frobenius(block)
+        for _, block, scale in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
+            fro = _torch_frobenius(block)  # of the scaled block; the ratios below do not see the scale
             parts["participation_ratio"].append(_torch_participation(block, fro).cpu().numpy())
-            parts["frobenius"].append(fro.cpu().numpy())
+            parts["frobenius"].append((fro * scale).cpu().numpy())
             if condition:
                 parts["condition_number"].append(_torch_condition(block))
         return {name: np.concatenate(values) for name, values in parts.items()}
@@ -375,6 +386,19 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
         if condition:
             parts["condition_number"].append(condition_number(block, residual=residual))
     return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def warn_unreliable_conditions(kappa, dtype, where):
+    """Log a warning when condition numbers are inf (a singular value rounded to zero) or, from
+    float32 statistics, beyond ``1 / eps_32`` (rounding, not the matrix); return how many."""
+    dtype = _dtype_name(dtype)
+    limit = np.inf if dtype == "float64" else 1 / np.finfo(np.float32).eps
+    beyond = int(np.sum(np.asarray(kappa) >= limit))
+    if beyond:
+        log.warning("%s: %d of %d condition numbers are inf or beyond %s precision (>= %.3g): singular to "
+                    "working precision%s", where, beyond, np.size(kappa), dtype, limit,
+                    "" if dtype == "float64" else "; per_sample_dtype: float64 resolves them up to ~1e15")
+    return beyond
 
 
 # --------------------------------------------------------------------------- eigenvalues
