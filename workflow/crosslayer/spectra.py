@@ -169,7 +169,7 @@ def _torch_blocks(J, *, residual, chunk, dtype):
         block = J[start : start + chunk].to(dtype=compute, copy=True)  # modified in place below
         if residual:
             block.diagonal(dim1=-2, dim2=-1).sub_(1)
-        _, exponent = torch.frexp(block.abs().amax(dim=(-2, -1)))  # max |entry| = m 2^e, m in [0.5, 1)
+        _, exponent = torch.frexp(torch.linalg.vector_norm(block, ord=math.inf, dim=(-2, -1)))  # max |entry| = m 2^e
         exponent.clamp_(-125, 126)  # 2^-e stays a normal float32: the division is exact
         block.mul_(torch.pow(2.0, -exponent.to(block.real.dtype))[:, None, None])
         yield start, block, torch.pow(2.0, exponent.double())
