@@ -34,6 +34,7 @@ import scipy.linalg
 from scipy.stats import unitary_group
 
 from crosslayer.arrays import to_numpy
+from crosslayer.regimes import PAPER_BOUNDARIES, REGIMES, depth_regimes, regime_summary  # noqa: F401 (re-exported)
 from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,6 @@ __all__ = [
 ]
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
-PAPER_BOUNDARIES = (5, 20)  # 32 layers: early 0-4, mid 5-19, late 20-31
-REGIMES = ("early", "mid", "late")
 SCHUR_MODES = ("J", "J - I")
 
 
@@ -614,7 +613,8 @@ class _BackwardProduct:
 
     Only S and V^H are stored: multiplying an earlier layer on the right, ``U S V^H J_l``,
     has the singular values and right vectors of ``S V^H J_l`` because U has orthonormal
-    columns.
+    columns. Products and SVDs run in torch (float64 / complex128, as NumPy would): its LAPACK
+    SVD is about twice as fast as NumPy's here, and the Schur surgery runs thousands of them.
     """
 
     def __init__(self, rank):
@@ -625,6 +625,7 @@ class _BackwardProduct:
 
     def push(self, J):
         """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
+        J = _torch_of(J)
         return self._absorb(J if self.s is None else self.s[:, None] * (self.vh @ J))
 
     def push_schur(self, Q, D, N, alpha, mode):
@@ -635,20 +636,32 @@ class _BackwardProduct:
             return self.push(schur_recompose(Q, D, N, alpha, mode=mode))
         T = alpha * N
         T[np.diag_indices(T.shape[0])] += D
-        Z = ((self.vh @ Q) @ T) @ Q.conj().T
+        Q = _torch_of(Q)
+        Z = ((self.vh @ Q) @ _torch_of(T)) @ Q.mH
         if mode == "J - I":
             Z += self.vh
         return self._absorb(self.s[:, None] * Z)
 
     def _absorb(self, M):
-        _, s, vh = np.linalg.svd(M, full_matrices=False)
+        torch = sys.modules["torch"]
+
+        _, s, vh = torch.linalg.svd(M, full_matrices=False)
         self.s, self.vh = s[: self.rank], vh[: self.rank]
-        top = self.s[0]
+        top = float(self.s[0])
         if top > 0:
             self.log_scale += math.log(top)
             self.s = self.s / top
-            return self.s, self.log_scale + math.log(float(np.linalg.norm(self.s)))
-        return self.s, -math.inf
+            s = self.s.numpy()
+            return s, self.log_scale + math.log(float(np.linalg.norm(s)))
+        return self.s.numpy(), -math.inf
+
+
+def _torch_of(x):
+    """A float64 / complex128 CPU tensor of an array (no copy when it already is one)."""
+    import torch  # imported here: the rest of the module runs without it
+
+    x = torch.as_tensor(np.asarray(x) if not _is_tensor(x) else x.detach().cpu())
+    return x.to(torch.complex128 if x.is_complex() else torch.float64)
 
 
 def _check_rank(rank, d):
@@ -916,43 +929,7 @@ def dose_response_table(result):
     return pd.concat(frames, ignore_index=True)
 
 
-# --------------------------------------------------------------------------- depth regimes
-
-
-def depth_regimes(n_layers, *, boundaries=None, fractions=None):
-    """Label each layer "early", "mid" or "late".
-
-    Parameters
-    ----------
-    n_layers : int
-        L >= 1.
-    boundaries : (int, int), optional
-        ``(b1, b2)``: layers ``[0, b1)`` early, ``[b1, b2)`` mid, ``[b2, L)`` late;
-        ``0 <= b1 <= b2 <= L``. The paper's 32-layer split 0-4 / 5-19 / 20-31 is ``(5, 20)``.
-    fractions : (float, float), optional
-        ``(f1, f2)`` in [0, 1], converted to ``boundaries = round(f * L)``. Default (neither
-        given): ``(5/32, 20/32)``, the paper's split scaled to L.
-
-    Returns
-    -------
-    labels : (L,) ndarray of str
-    """
-    if n_layers < 1:
-        raise ValueError(f"`n_layers` must be >= 1, got {n_layers}")
-    if boundaries is not None and fractions is not None:
-        raise ValueError("give `boundaries` or `fractions`, not both")
-    if boundaries is None:
-        fractions = (PAPER_BOUNDARIES[0] / 32, PAPER_BOUNDARIES[1] / 32) if fractions is None else fractions
-        if len(fractions) != 2 or not 0 <= fractions[0] <= fractions[1] <= 1:
-            raise ValueError(f"`fractions` must be (f1, f2) with 0 <= f1 <= f2 <= 1, got {fractions}")
-        boundaries = tuple(int(round(f * n_layers)) for f in fractions)
-    if len(boundaries) != 2 or not 0 <= boundaries[0] <= boundaries[1] <= n_layers:
-        raise ValueError(f"`boundaries` must be (b1, b2) with 0 <= b1 <= b2 <= {n_layers}, got {boundaries}")
-    index = np.arange(n_layers)
-    labels = np.full(n_layers, "mid", dtype=object)
-    labels[index < boundaries[0]] = "early"
-    labels[index >= boundaries[1]] = "late"
-    return labels.astype(str)
+# --------------------------------------------------------------------------- depth profile
 
 
 def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000, rank=None):
@@ -1002,38 +979,3 @@ def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000,
     table.attrs["baseline_mean"] = align["baseline_mean"]
     table.attrs["baseline_sd"] = align["baseline_sd"]
     return table, eigenvalues
-
-
-def regime_summary(stats, regimes):
-    """Mean of each per-layer statistic within each depth regime.
-
-    Parameters
-    ----------
-    stats : pandas.DataFrame or mapping of str -> (L,) array_like
-        One row (entry) per layer; NaNs (e.g. forward alignment of the last layer) are skipped.
-    regimes : (L,) array_like of str
-        Labels from :func:`depth_regimes`.
-
-    Returns
-    -------
-    summary : pandas.DataFrame
-        Index ``regime`` in the order early, mid, late (regimes without layers omitted), one
-        column per statistic, plus ``n_layers``.
-    """
-    import pandas as pd
-
-    if isinstance(stats, pd.DataFrame):
-        table = stats
-    else:
-        table = pd.DataFrame({name: np.asarray(values) for name, values in stats.items()})
-    regimes = np.asarray(regimes)
-    if regimes.shape != (len(table),):
-        raise ValueError(f"`regimes` must have shape ({len(table)},) like the stats, got {regimes.shape}")
-    unknown = set(regimes) - set(REGIMES)
-    if unknown:
-        raise ValueError(f"`regimes` must hold labels from {REGIMES}, got {sorted(unknown)}")
-    grouped = table.reset_index(drop=True).groupby(pd.Series(regimes, name="regime"), sort=False)
-    summary = grouped.mean(numeric_only=True)
-    summary["n_layers"] = grouped.size()
-    order = [r for r in REGIMES if r in summary.index]
-    return summary.loc[order]

@@ -19,7 +19,7 @@ from crosslayer.plots import (
     plot_quantile_profile,
     save_png_and_pdf,
 )
-from crosslayer.spectra import REGIMES
+from crosslayer.regimes import REGIMES
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
 output = snakemake.output
