@@ -267,19 +267,36 @@ def _mlp_sublayer(p, v, want_out):
         hidden, scales = a * z[1], (da * z[1], a)
     else:
         hidden, scales = a, (da,)
-    # J_mlp = W_down M with M = sum_i diag(s_i) W_i (d_ff, d) per sample: the M's of the chunk
-    # side by side, (d_ff, B d), so that one GEMM with the shared W_down serves all samples.
+    # J_mlp = W_down M D with M = sum_i diag(s_i) W_i (d_ff, d) per sample and D the pre-norm's
+    # standardization Jacobian inv (I - sum_c c c^T / d), c in {vhat} (RMSNorm) or {1, vhat}
+    # (LayerNorm). The M's of the chunk side by side, (d_ff, B d), so that one GEMM with the shared
+    # W_down serves all samples; D rides along in the same GEMM, which no pass over the (B, d, d)
+    # result could match in speed: inv is folded into the scales, and each rank-one term
+    # (W_down M c) c^T / d is one extra column of W_down (its vector W_down M c costs only
+    # matrix-vector products) times a row holding c^T in that sample's block.
     d_ff = p.w_down.shape[1]
-    M = torch.empty(d_ff, B, d, dtype=v.dtype, device=v.device)
+    cs = [] if p.mlp_pre is None else ([torch.ones_like(vhat)] if p.mlp_pre.kind == "layernorm" else []) + [vhat]
+    if cs:
+        scales = tuple(s * inv for s in scales)
+    k = d_ff + len(cs) * B
+    M = torch.empty(k, B, d, dtype=v.dtype, device=v.device)
     for i, (s, w) in enumerate(zip(scales, p.w_in)):
         if i == 0:
-            torch.mul(w.unsqueeze(1), s.T.unsqueeze(-1), out=M)
+            torch.mul(w.unsqueeze(1), s.T.unsqueeze(-1), out=M[:d_ff])
         else:
-            M.addcmul_(w.unsqueeze(1), s.T.unsqueeze(-1))
-    K = torch.mm(p.w_down, M.view(d_ff, B * d)).view(d, B, d).transpose(0, 1)  # (B, d, d), strided
+            M[:d_ff].addcmul_(w.unsqueeze(1), s.T.unsqueeze(-1))
+    w_down = p.w_down
+    if cs:
+        samples = torch.arange(B, device=v.device)
+        M[d_ff:].zero_()
+        columns = []
+        for j, c in enumerate(cs):
+            Mc = sum(s.T * (w @ c.T) for s, w in zip(scales, p.w_in))  # (d_ff, B): M_b c_b, inv included
+            columns.append(-(p.w_down @ Mc) / d)
+            M[d_ff + j * B + samples, samples] = c
+        w_down = torch.cat([p.w_down, *columns], 1)
+    K = torch.mm(w_down, M.view(k, B * d)).view(d, B, d).transpose(0, 1)  # (B, d, d), strided
     del M
-    if p.mlp_pre is not None:
-        K = _right_norm(K, vhat, inv, p.mlp_pre.kind)
     out = None
     if want_out or p.mlp_post is not None:
         out = torch.addmm(p.b_down, hidden, p.w_down.T)
