@@ -193,15 +193,12 @@ def _affine(vhat, norm):
 def _right_norm(K, vhat, inv, kind):
     """``K @ D`` for the standardization Jacobian ``D = inv (I - [11^T/d] - vhat vhat^T/d)``.
 
-    ``K`` is ``(B, m, d)`` per sample or ``(m, d)`` shared by the chunk; returns ``(B, m, d)``."""
+    ``K`` is ``(m, d)``, shared by the chunk; returns ``(B, m, d)``. (The MLP's pre-norm is
+    applied inside its GEMM instead, see :func:`_mlp_sublayer`.)"""
     B, d = vhat.shape
-    if K.ndim == 2:
-        Kv = (vhat @ K.T).unsqueeze(-1)  # (B, m, 1)
-        K1 = K.sum(-1, keepdim=True).expand(B, -1, -1)
-        K = K.expand(B, -1, -1)
-    else:
-        Kv = torch.bmm(K, vhat.unsqueeze(-1))
-        K1 = K.sum(-1, keepdim=True)
+    Kv = (vhat @ K.T).unsqueeze(-1)  # (B, m, 1)
+    K1 = K.sum(-1, keepdim=True).expand(B, -1, -1)
+    K = K.expand(B, -1, -1)
     if kind == "layernorm":
         U = torch.cat([K1, Kv], -1) / d  # (B, m, 2)
         V = torch.stack([torch.ones_like(vhat), vhat], 1)  # (B, 2, d)
