@@ -483,6 +483,22 @@ def test_schur_control_b_keeps_spectrum_singular_values_and_henrici():
     assert not np.allclose(JB, J)
 
 
+@pytest.mark.parametrize("mode", ["J", "J - I"])
+def test_schur_dose_response_in_torch_equals_numpy(monkeypatch, mode):
+    # wide models run the running products in torch; the same numbers as NumPy's to rounding (at
+    # full rank: a truncation between tied singular values, e.g. |lambda| of a conjugate pair at
+    # alpha = 0, may keep either direction)
+    Js = random_layers(4, 10, seed=8)
+    numpy_result = S.schur_dose_response(Js, mode=mode, draws=2, seed=3)
+    monkeypatch.setattr(S, "TORCH_MIN_WIDTH", 1)
+    calls, svd = [], torch.linalg.svd
+    monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or svd(*a, **k))
+    torch_result = S.schur_dose_response(Js, mode=mode, draws=2, seed=3)
+    assert len(calls) == 4 * 6 * (1 + 2 * 2)  # layers x doses x (dose + two controls per draw)
+    for key in ("dose", "dose_log_frobenius", "control_a", "control_b"):
+        np.testing.assert_allclose(torch_result[key], numpy_result[key], rtol=1e-12, err_msg=key)
+
+
 def test_schur_dose_response_shapes_reproducible_and_alpha_one_matches():
     Js = random_layers(4, 6, seed=13, scale=1.5)
     kw = dict(alphas=(0.0, 1.0, 1.5), rank=6, draws=2, seed=5)

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "DEFAULT_ALPHAS",
+    "TORCH_MIN_WIDTH",
     "warn_unreliable_conditions",
     "PAPER_BOUNDARIES",
     "PER_SAMPLE_DTYPES",
@@ -608,24 +609,33 @@ def effective_rank(s, *, power=1):
     return float(np.exp(-np.sum(p * np.log(p))))
 
 
+#: Width from which the Schur surgery's running products run in torch: its LAPACK SVD is about
+#: twice NumPy's at d = 576, while below, importing torch (~2 s per job) costs more than it saves.
+TORCH_MIN_WIDTH = 256
+
+
 class _BackwardProduct:
     """Running rank-r product ``J_L ... J_l`` kept as ``U S V^H`` with max-normalized S.
 
     Only S and V^H are stored: multiplying an earlier layer on the right, ``U S V^H J_l``,
     has the singular values and right vectors of ``S V^H J_l`` because U has orthonormal
-    columns. Products and SVDs run in torch (float64 / complex128, as NumPy would): its LAPACK
-    SVD is about twice as fast as NumPy's here, and the Schur surgery runs thousands of them.
+    columns. With ``use_torch`` the products and SVDs run in torch (float64 / complex128, equal
+    to NumPy's to rounding), else in NumPy.
     """
 
-    def __init__(self, rank):
+    def __init__(self, rank, use_torch=False):
         self.rank = rank
+        self.use_torch = use_torch
         self.s = None
         self.vh = None
         self.log_scale = 0.0
 
+    def _array(self, x):
+        return _torch_of(x) if self.use_torch else x
+
     def push(self, J):
         """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
-        J = _torch_of(J)
+        J = self._array(J)
         return self._absorb(J if self.s is None else self.s[:, None] * (self.vh @ J))
 
     def push_schur(self, Q, D, N, alpha, mode):
@@ -636,24 +646,22 @@ class _BackwardProduct:
             return self.push(schur_recompose(Q, D, N, alpha, mode=mode))
         T = alpha * N
         T[np.diag_indices(T.shape[0])] += D
-        Q = _torch_of(Q)
-        Z = ((self.vh @ Q) @ _torch_of(T)) @ Q.mH
+        Q = self._array(Q)
+        Z = ((self.vh @ Q) @ self._array(T)) @ Q.conj().T
         if mode == "J - I":
             Z += self.vh
         return self._absorb(self.s[:, None] * Z)
 
     def _absorb(self, M):
-        torch = sys.modules["torch"]
-
-        _, s, vh = torch.linalg.svd(M, full_matrices=False)
+        svd = sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd
+        _, s, vh = svd(M, full_matrices=False)
         self.s, self.vh = s[: self.rank], vh[: self.rank]
         top = float(self.s[0])
         if top > 0:
             self.log_scale += math.log(top)
             self.s = self.s / top
-            s = self.s.numpy()
-            return s, self.log_scale + math.log(float(np.linalg.norm(s)))
-        return self.s.numpy(), -math.inf
+        s = self.s.numpy() if self.use_torch else self.s
+        return s, (self.log_scale + math.log(float(np.linalg.norm(s)))) if top > 0 else -math.inf
 
 
 def _torch_of(x):
@@ -879,9 +887,10 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
     A = alphas.size
     # one running product per (construction, draw, alpha); layers streamed backward so each
     # Schur form is computed once and no per-layer factors are stored
-    dose = [_BackwardProduct(r) for _ in range(A)]
-    ctrl_a = [[_BackwardProduct(r) for _ in range(A)] for _ in range(draws)]
-    ctrl_b = [[_BackwardProduct(r) for _ in range(A)] for _ in range(draws)]
+    fast = d >= TORCH_MIN_WIDTH
+    dose = [_BackwardProduct(r, fast) for _ in range(A)]
+    ctrl_a = [[_BackwardProduct(r, fast) for _ in range(A)] for _ in range(draws)]
+    ctrl_b = [[_BackwardProduct(r, fast) for _ in range(A)] for _ in range(draws)]
     out = {
         "alphas": alphas,
         "dose": np.empty((A, L)),

@@ -85,7 +85,7 @@ rule jacobian_spectra:
     benchmark:
         "benchmarks/jacobian_spectra/{model}/step{step}.tsv"
     conda:
-        "../../envs/dynamics.yaml"  # the cumulative products run in torch
+        "../../envs/dynamics.yaml"  # spectra's torch paths
     threads: DYNAMICS["threads"]
     params:
         k=DYNAMICS["k"],
@@ -107,7 +107,7 @@ rule schur_surgery:
     benchmark:
         "benchmarks/schur_surgery/{model}/step{step}.tsv"
     conda:
-        "../../envs/dynamics.yaml"  # the cumulative products run in torch
+        "../../envs/dynamics.yaml"  # spectra's torch paths
     threads: DYNAMICS["threads"]
     params:
         alphas=DYNAMICS["schur"]["alphas"],

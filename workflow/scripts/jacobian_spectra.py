@@ -2,10 +2,6 @@ from _setup import start
 
 start(snakemake)
 
-import torch
-
-torch.set_num_threads(snakemake.threads)  # the cumulative products' SVDs run in torch
-
 import numpy as np
 
 from crosslayer.spectra import depth_regimes, spectral_profile
