@@ -232,6 +232,18 @@ def test_autograd_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, capl
         list(jacobian.iter_block_jacobians_autograd(fn, x[:1], method="jacrev"))
 
 
+@pytest.mark.parametrize("family", ["gpt_neox", "llama"])  # LayerNorm (two rank-one terms), RMSNorm (one)
+@pytest.mark.parametrize("limit", [0, 10**6])  # the pre-norm applied inside the MLP GEMM, or after it
+def test_mlp_pre_norm_inside_or_after_the_gemm_matches_autograd(monkeypatch, family, limit):
+    monkeypatch.setattr(jacobian, "_RANK_ROWS_PER_D_FF", limit)
+    model = _model(family, seed=11)
+    adapter = adapter_for(model)
+    block = adapter.blocks(model)[0]
+    x = torch.randn(5, D)
+    ref = block_jacobians_autograd(single_token_block_fn(block, model), x)
+    assert _rel(jacobian.block_jacobians(adapter.block_parts(block), x), ref) <= 1e-5
+
+
 def test_closed_form_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, caplog):
     model = _model("llama", seed=5)
     adapter = adapter_for(model)

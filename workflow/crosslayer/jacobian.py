@@ -193,12 +193,15 @@ def _affine(vhat, norm):
 def _right_norm(K, vhat, inv, kind):
     """``K @ D`` for the standardization Jacobian ``D = inv (I - [11^T/d] - vhat vhat^T/d)``.
 
-    ``K`` is ``(m, d)``, shared by the chunk; returns ``(B, m, d)``. (The MLP's pre-norm is
-    applied inside its GEMM instead, see :func:`_mlp_sublayer`.)"""
+    ``K`` is ``(B, m, d)`` per sample or ``(m, d)`` shared by the chunk; returns ``(B, m, d)``."""
     B, d = vhat.shape
-    Kv = (vhat @ K.T).unsqueeze(-1)  # (B, m, 1)
-    K1 = K.sum(-1, keepdim=True).expand(B, -1, -1)
-    K = K.expand(B, -1, -1)
+    if K.ndim == 2:
+        Kv = (vhat @ K.T).unsqueeze(-1)  # (B, m, 1)
+        K1 = K.sum(-1, keepdim=True).expand(B, -1, -1)
+        K = K.expand(B, -1, -1)
+    else:
+        Kv = torch.bmm(K, vhat.unsqueeze(-1))
+        K1 = K.sum(-1, keepdim=True)
     if kind == "layernorm":
         U = torch.cat([K1, Kv], -1) / d  # (B, m, 2)
         V = torch.stack([torch.ones_like(vhat), vhat], 1)  # (B, 2, d)
@@ -254,6 +257,9 @@ def _attn_sublayer(p, v):
     return L, R, out
 
 
+_RANK_ROWS_PER_D_FF = 16  # the pre-norm's terms ride in the MLP GEMM while their rows are <= d_ff / 16
+
+
 def _mlp_sublayer(p, v, want_out):
     """Jacobian ``(B, d, d)`` (and output when asked) of the MLP sublayer at ``v``."""
     B, d = v.shape
@@ -271,9 +277,14 @@ def _mlp_sublayer(p, v, want_out):
     # result could match in speed: inv is folded into the scales, and each rank-one term
     # (W_down M c) c^T / d is one extra column of W_down (its vector W_down M c costs only
     # matrix-vector products) times a row holding c^T in that sample's block.
+    # The extra rows' work grows as B^2 against the GEMM's d_ff B: past d_ff / 16 rows (narrow
+    # models, whose chunks hold many samples) D is applied to the result instead.
     d_ff = p.w_down.shape[1]
     cs = [] if p.mlp_pre is None else ([torch.ones_like(vhat)] if p.mlp_pre.kind == "layernorm" else []) + [vhat]
-    if cs:
+    after = len(cs) * B * _RANK_ROWS_PER_D_FF > d_ff
+    if after:
+        cs = []
+    elif cs:
         scales = tuple(s * inv for s in scales)
     k = d_ff + len(cs) * B
     M = torch.empty(k, B, d, dtype=v.dtype, device=v.device)
@@ -294,6 +305,8 @@ def _mlp_sublayer(p, v, want_out):
         w_down = torch.cat([p.w_down, *columns], 1)
     K = torch.mm(w_down, M.view(k, B * d)).view(d, B, d).transpose(0, 1)  # (B, d, d), strided
     del M
+    if after:
+        K = _right_norm(K, vhat, inv, p.mlp_pre.kind)
     out = None
     if want_out or p.mlp_post is not None:
         out = torch.addmm(p.b_down, hidden, p.w_down.T)
