@@ -7,6 +7,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
+from crosslayer import regimes as R
 from crosslayer import spectra as S
 from crosslayer.subspace import random_overlap_baseline
 
@@ -564,19 +565,19 @@ def test_schur_mode_residual_runs_and_alpha_one_matches():
 
 
 def test_depth_regimes_paper_split():
-    labels = S.depth_regimes(32, boundaries=S.PAPER_BOUNDARIES)
+    labels = R.depth_regimes(32, boundaries=R.PAPER_BOUNDARIES)
     assert list(labels[:5]) == ["early"] * 5
     assert list(labels[5:20]) == ["mid"] * 15
     assert list(labels[20:]) == ["late"] * 12
-    np.testing.assert_array_equal(S.depth_regimes(32), labels)  # default fractions
+    np.testing.assert_array_equal(R.depth_regimes(32), labels)  # default fractions
     expected = ["early"] * 2 + ["mid"] * 3 + ["late"] * 5
-    np.testing.assert_array_equal(S.depth_regimes(10, fractions=(0.2, 0.5)), expected)
+    np.testing.assert_array_equal(R.depth_regimes(10, fractions=(0.2, 0.5)), expected)
 
 
 def test_regime_summary_means():
     stats = {"a": np.arange(6.0), "b": [1.0, 1.0, 2.0, 2.0, 3.0, np.nan]}
-    labels = S.depth_regimes(6, boundaries=(2, 4))
-    table = S.regime_summary(stats, labels)
+    labels = R.depth_regimes(6, boundaries=(2, 4))
+    table = R.regime_summary(stats, labels)
     assert isinstance(table, pd.DataFrame)
     assert list(table.index) == ["early", "mid", "late"]
     np.testing.assert_allclose(table["a"], [0.5, 2.5, 4.5])
@@ -592,7 +593,7 @@ def test_spectral_profile_table():
     assert len(table) == 5 and np.isnan(table["forward_alignment"].iloc[-1])
     assert table["henrici"].iloc[0] == pytest.approx(S.henrici_departure(Js[0]))
     assert table["frac_complex_res"].iloc[2] == S.eigen_stats(Js[2], residual=True)["frac_complex"]
-    summary = S.regime_summary(table, S.depth_regimes(5))
+    summary = R.regime_summary(table, R.depth_regimes(5))
     assert summary["n_layers"].sum() == 5
 
 
@@ -616,10 +617,10 @@ def test_spectral_profile_table():
         (lambda: S.schur_parts(np.eye(3), mode="J+I"), r"`mode` must be one of"),
         (lambda: S.schur_recompose(np.eye(3), np.ones(2), np.zeros((3, 3)), 1.0), r"`D` must have shape"),
         (lambda: S.schur_dose_response(np.ones((1, 3, 2))), r"`Js` must be .*\(1, 3, 2\)"),
-        (lambda: S.depth_regimes(10, boundaries=(6, 4)), r"`boundaries` must be"),
-        (lambda: S.depth_regimes(10, fractions=(0.5, 1.2)), r"`fractions` must be"),
-        (lambda: S.regime_summary({"a": np.ones(3)}, ["early", "mid"]), r"`regimes` must have shape"),
-        (lambda: S.regime_summary({"a": np.ones(2)}, ["early", "middle"]), r"`regimes` must hold labels"),
+        (lambda: R.depth_regimes(10, boundaries=(6, 4)), r"`boundaries` must be"),
+        (lambda: R.depth_regimes(10, fractions=(0.5, 1.2)), r"`fractions` must be"),
+        (lambda: R.regime_summary({"a": np.ones(3)}, ["early", "mid"]), r"`regimes` must have shape"),
+        (lambda: R.regime_summary({"a": np.ones(2)}, ["early", "middle"]), r"`regimes` must hold labels"),
     ],
 )
 def test_bad_inputs_raise(call, match):

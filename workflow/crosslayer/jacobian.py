@@ -281,10 +281,9 @@ def _mlp_sublayer(p, v, want_out):
     # models, whose chunks hold many samples) D is applied to the result instead.
     d_ff = p.w_down.shape[1]
     cs = [] if p.mlp_pre is None else ([torch.ones_like(vhat)] if p.mlp_pre.kind == "layernorm" else []) + [vhat]
-    after = len(cs) * B * _RANK_ROWS_PER_D_FF > d_ff
-    if after:
-        cs = []
-    elif cs:
+    inside = len(cs) * B * _RANK_ROWS_PER_D_FF <= d_ff  # also with no pre-norm (no rows)
+    cs = cs if inside else []
+    if cs:
         scales = tuple(s * inv for s in scales)
     k = d_ff + len(cs) * B
     M = torch.empty(k, B, d, dtype=v.dtype, device=v.device)
@@ -305,7 +304,7 @@ def _mlp_sublayer(p, v, want_out):
         w_down = torch.cat([p.w_down, *columns], 1)
     K = torch.mm(w_down, M.view(k, B * d)).view(d, B, d).transpose(0, 1)  # (B, d, d), strided
     del M
-    if after:
+    if not inside:
         K = _right_norm(K, vhat, inv, p.mlp_pre.kind)
     out = None
     if want_out or p.mlp_post is not None:

@@ -22,7 +22,7 @@ Groups:
   rank;
 * Schur surgery: dose response of the cumulative effective rank to scaling the non-normal part
   of every layer, with two random controls;
-* depth regimes (early / mid / late) and per-regime summary tables.
+* the per-layer depth profile of the above. Depth regimes (early / mid / late): :mod:`crosslayer.regimes`.
 """
 
 import logging
@@ -34,7 +34,6 @@ import scipy.linalg
 from scipy.stats import unitary_group
 
 from crosslayer.arrays import to_numpy
-from crosslayer.regimes import PAPER_BOUNDARIES, REGIMES, depth_regimes, regime_summary  # noqa: F401 (re-exported)
 from crosslayer.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
 log = logging.getLogger(__name__)
@@ -43,9 +42,7 @@ __all__ = [
     "DEFAULT_ALPHAS",
     "TORCH_MIN_WIDTH",
     "warn_unreliable_conditions",
-    "PAPER_BOUNDARIES",
     "PER_SAMPLE_DTYPES",
-    "REGIMES",
     "SCHUR_MODES",
     "frobenius_norm",
     "participation_ratio",
@@ -65,9 +62,7 @@ __all__ = [
     "haar_unitary",
     "schur_dose_response",
     "dose_response_table",
-    "depth_regimes",
     "spectral_profile",
-    "regime_summary",
 ]
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
@@ -665,10 +660,10 @@ class _BackwardProduct:
 
 
 def _torch_of(x):
-    """A float64 / complex128 CPU tensor of an array (no copy when it already is one)."""
+    """A float64 / complex128 CPU tensor sharing a NumPy array's memory (the arrays here are)."""
     import torch  # imported here: the rest of the module runs without it
 
-    x = torch.as_tensor(np.asarray(x) if not _is_tensor(x) else x.detach().cpu())
+    x = torch.from_numpy(np.asarray(x))
     return x.to(torch.complex128 if x.is_complex() else torch.float64)
 
 

@@ -4,7 +4,8 @@ start(snakemake)
 
 import numpy as np
 
-from crosslayer.spectra import depth_regimes, spectral_profile
+from crosslayer.regimes import depth_regimes
+from crosslayer.spectra import spectral_profile
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:
