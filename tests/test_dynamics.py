@@ -20,6 +20,9 @@ def model_and_acts():
     return model, record_residual_stream(model, token_ids)["acts"]
 
 
+STATS = [name + suffix for name in STAT_NAMES for suffix in ("", "_res")]
+
+
 def test_mean_and_per_sample_stats_match_autograd_of_the_real_blocks(model_and_acts):
     model, acts = model_and_acts
     result = checkpoint_jacobian_stats(model, acts, chunk_bytes=1)  # one sample per chunk
@@ -38,6 +41,12 @@ def test_mean_and_per_sample_stats_match_autograd_of_the_real_blocks(model_and_a
             assert np.allclose(result["condition_number" + suffix][layer], sv[:, 0] / sv[:, -1], rtol=1e-3)
     for name in STAT_NAMES:
         assert result[name].shape == (2, N)
+    # how each condition number was computed is recorded: here (kappa ~1e1-1e3 at d = 32) the
+    # eigenvalues of J^T J for J, and inverse iteration or the SVD for J - I
+    for suffix in ("", "_res"):
+        path = result["condition_path" + suffix]
+        assert path.shape == (2, N) and path.dtype == np.int8 and set(np.unique(path)) <= {0, 1, 2}
+    assert str(result["condition_method"]).startswith("s_max from eigvalsh(J^H J)")
 
 
 def test_chunking_does_not_change_results(model_and_acts):
@@ -46,7 +55,7 @@ def test_chunking_does_not_change_results(model_and_acts):
     # float32 GEMMs of other batch sizes round differently (by ~eps of the largest entry), and a
     # condition number amplifies that by itself (~1e3 here)
     eps = np.finfo(np.float32).eps
-    for key in one:
+    for key in ("mean", *STATS):
         atol = 10 * eps * np.abs(many[key]).max()
         rtol = 1e-4 if key.startswith("condition") else 10 * eps
         assert np.allclose(one[key], many[key], rtol=rtol, atol=atol), key
@@ -62,7 +71,7 @@ def test_autograd_reference_path_agrees_with_the_closed_form(model_and_acts):
     model, acts = model_and_acts
     ours = checkpoint_jacobian_stats(model, acts)
     ref = checkpoint_jacobian_stats(model, acts, method="functional", chunk_bytes=1)
-    for key in ours:
+    for key in ("mean", *STATS):
         rtol = 1e-3 if key.startswith("condition") else 1e-4
         assert np.allclose(ours[key], ref[key], rtol=rtol, atol=1e-5), key
 
@@ -94,7 +103,8 @@ def test_condition_false_leaves_the_condition_numbers_out(model_and_acts):
     model, acts = model_and_acts
     full = checkpoint_jacobian_stats(model, acts)
     lean = checkpoint_jacobian_stats(model, acts, condition=False)
-    assert set(full) - set(lean) == {"condition_number", "condition_number_res"}
+    assert set(full) - set(lean) == {"condition_number", "condition_number_res", "condition_path",
+                                     "condition_path_res", "condition_method"}
     for key in lean:
         assert np.array_equal(lean[key], full[key]), key
 
@@ -107,9 +117,7 @@ def test_float32_spectra_within_rounding_of_float64(model_and_acts):
     # participation ratio; d eps kappa for a condition number), with d = 32 here
     d, eps = acts.shape[2], np.finfo(np.float32).eps
     assert np.array_equal(f32["mean"], f64["mean"])
-    for key in f64:
-        if key == "mean":
-            continue
+    for key in STATS:
         rtol = d * eps * (f64[key] if key.startswith("condition") else 4)
         assert np.all(np.abs(f32[key] / f64[key] - 1) <= rtol), key
 
@@ -128,6 +136,6 @@ def test_cuda_jacobians_and_spectra_match_cpu(model_and_acts, spectra_dtype):
     model, acts = model_and_acts
     cpu = checkpoint_jacobian_stats(model, acts)
     cuda = checkpoint_jacobian_stats(copy.deepcopy(model).cuda(), acts, spectra_dtype=spectra_dtype)
-    for key in cpu:  # float32 Jacobians from other GEMM kernels: condition numbers amplify by kappa
+    for key in ("mean", *STATS):  # float32 Jacobians from other GEMM kernels: condition numbers amplify by kappa
         rtol = 1e-3 if key.startswith("condition") else 1e-4
         assert np.allclose(cuda[key], cpu[key], rtol=rtol, atol=1e-5), key

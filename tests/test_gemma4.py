@@ -143,7 +143,7 @@ def test_methods_agree_on_every_sample_and_the_per_layer_inputs_matter(model, re
         np.testing.assert_allclose(a[name], b[name], rtol=1e-4)
     other = checkpoint_jacobian_stats(model, acts, method="jacrev", token_inputs=token_inputs[::-1].copy())
     assert not np.allclose(other["frobenius"], a["frobenius"], rtol=1e-3)
-    with pytest.raises(ValueError, match="token_inputs.*re-run extract_activations"):
+    with pytest.raises(ValueError, match="token_inputs.*re-run the job that wrote them"):
         checkpoint_jacobian_stats(model, acts)
 
 

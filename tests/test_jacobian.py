@@ -323,3 +323,21 @@ def test_cuda_input_computes_on_cuda_and_matches_cpu():
     assert J.device.type == "cuda"
     assert _rel(J.cpu(), block_jacobians(parts, x)) <= 1e-5
     assert mean_jacobian(parts, x.cuda()).device.type == "cuda"
+
+
+def test_bench_scale_times_every_stage_and_projects_by_its_unit(capsys):
+    from crosslayer.bench import SCALE_STAGES, main
+
+    main(["scale", "--d-model", "64", "--d-ff", "128", "--heads", "4", "2", "--layers", "2", "--samples", "3",
+          "--tokens", "8", "--full-layers", "8", "--full-samples", "300", "--checkpoints", "2", "--threads", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("stage"))
+    rows = {line.split()[0]: line.split() for line in lines[start + 1:] if line.split()}
+    assert list(rows)[:-2] == list(SCALE_STAGES) and "total" in rows
+    full_units = {"activations": 8 * 300, "jacobians": 8 * 300, "per_sample_stats": 8 * 300, "spectra": 8,
+                  "schur": 2 * 8, "topology": 2 * 8, "statistics": 8}
+    for stage, units in full_units.items():
+        seconds, measured, per_unit = float(rows[stage][1]), int(rows[stage][2]), float(rows[stage][3])
+        value, unit = float(rows[stage][4]), rows[stage][5]
+        assert per_unit == pytest.approx(seconds / measured, rel=1e-3, abs=1e-3), stage
+        assert value == pytest.approx(per_unit * units / (3600 if unit == "h" else 60), rel=1e-3, abs=0.051), stage

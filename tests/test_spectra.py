@@ -116,8 +116,9 @@ def test_torch_float64_path_equals_numpy_path(input_dtype, residual):
     J = random_layers(7, 12, seed=4).astype(input_dtype)
     numpy_stats = S.per_sample_stats(J, residual=residual, chunk=3)
     torch_stats = S.per_sample_stats(torch.from_numpy(J), residual=residual, chunk=3)  # default float64
-    assert torch_stats.keys() == numpy_stats.keys()
-    for name, values in torch_stats.items():
+    assert torch_stats.keys() == numpy_stats.keys() | {"condition_path"}  # how each kappa was computed
+    for name in numpy_stats:
+        values = torch_stats[name]
         assert values.dtype == np.float64 and values.shape == (7,)
         np.testing.assert_allclose(values, numpy_stats[name], rtol=1e-10, err_msg=name)
         # the single-statistic functions take the same path
@@ -148,7 +149,45 @@ def test_torch_float32_path_within_rounding_bounds(kappa, residual):
     assert np.all(np.abs(got["condition_number"] / kappa_ref - 1) <= d * EPS32 * kappa_ref)
     if kappa is not None:
         assert kappa_ref == pytest.approx(kappa, rel=1e-9)  # the test matrices have the kappa asked for
-    assert all(v.dtype == np.float64 for v in got.values())
+    assert all(got[name].dtype == np.float64 for name in S.PER_SAMPLE_STATS) and got["condition_path"].dtype == np.int8
+
+
+@pytest.mark.parametrize("residual", [False, True])
+@pytest.mark.parametrize("kappa, path", [(3.0, "gram"), (100.0, "gram"), (1e4, "inverse_iteration"),
+                                         (1e6, "inverse_iteration")])
+def test_condition_numbers_without_an_svd_equal_the_svd(kappa, path, residual):
+    # kappa of the operator the statistic sees (J, or J - I when residual); NumPy's path is the full SVD
+    d = 64
+    M = conditioned(5, d, kappa, seed=21)
+    J = M + np.eye(d) if residual else M
+    ref = S.per_sample_stats(J, residual=residual)["condition_number"]
+    assert ref == pytest.approx(np.full(5, kappa), rel=1e-9)
+    got = S.per_sample_stats(torch.from_numpy(J), residual=residual, chunk=2)
+    np.testing.assert_allclose(got["condition_number"], ref, rtol=1e-8)  # the Gram route's bound; the others ~eps kappa
+    assert [S.CONDITION_PATHS[i] for i in got["condition_path"]] == [path] * 5
+
+
+def test_clustered_smallest_singular_values_fall_back_to_the_svd():
+    # 20 smallest singular values within 1e-3 of each other, a cluster wider than the iterated block
+    d = 48
+    rng = np.random.default_rng(22)
+    s = np.concatenate([np.geomspace(10.0, 1.0, d - 20), 1e-5 * (1 + 1e-3 * np.arange(20))])
+    J = ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
+    got = S.per_sample_stats(torch.from_numpy(J))
+    assert S.CONDITION_PATHS[got["condition_path"][0]] == "svd"
+    assert got["condition_number"][0] == pytest.approx(10.0 / 1e-5, rel=1e-8)
+
+
+def test_inverse_iteration_gets_a_tiny_isolated_singular_value_the_gram_route_would_lose():
+    # kappa = 1e12: s_min^2 / s_max^2 = 1e-24 is far below the Gram matrix's rounding (~1e-16)
+    d = 32
+    rng = np.random.default_rng(23)
+    s = np.concatenate([np.geomspace(1.0, 0.1, d - 1), [1e-12]])
+    J = ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
+    got = S.per_sample_stats(torch.from_numpy(J))
+    assert S.CONDITION_PATHS[got["condition_path"][0]] == "inverse_iteration"
+    ref = S.condition_number(J)[0]  # NumPy SVD: itself accurate to ~eps kappa ~ 1e-4 here
+    assert got["condition_number"][0] == pytest.approx(ref, rel=1e-3) and ref == pytest.approx(1e12, rel=1e-3)
 
 
 @pytest.mark.parametrize("factor", [1e20, 1e-30, 3e38])
@@ -222,8 +261,9 @@ def test_torch_path_single_matrix_complex_grad_and_degenerate_cases():
     stats = S.per_sample_stats(torch.from_numpy(J).requires_grad_(True))  # detached, no error
     assert all(v.shape == (1,) for v in stats.values())
     Jc = J + 0.5j * random_layers(1, 7, seed=10)[0]
-    for name, values in S.per_sample_stats(torch.from_numpy(Jc), residual=True).items():
-        np.testing.assert_allclose(values, S.per_sample_stats(Jc, residual=True)[name], rtol=1e-10, err_msg=name)
+    got = S.per_sample_stats(torch.from_numpy(Jc), residual=True)
+    for name, values in S.per_sample_stats(Jc, residual=True).items():
+        np.testing.assert_allclose(got[name], values, rtol=1e-10, err_msg=name)
     assert S.condition_number(torch.diag(torch.tensor([4.0, 2.0, 0.5], dtype=torch.float64)))[0] == pytest.approx(8)
     assert S.condition_number(torch.diag(torch.tensor([1.0, 0.0], dtype=torch.float64)))[0] == np.inf
     assert np.isnan(S.participation_ratio(torch.zeros(2, 3, 3))).all()

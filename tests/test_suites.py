@@ -54,10 +54,10 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
     assert set(models) == {"olmo3-7b", "llama3.1-8b", "gemma4-e4b"}
     jobs = planned_jobs(dry_run(tmp_path, suite))
     checkpoints = 3 + 1 + 1  # OLMo 3 steps 0, 471k, 1.41M; Llama 3.1 and Gemma 4 E4B final
-    per_checkpoint = ("download_checkpoint", "extract_activations", "block_jacobians", "jacobian_spectra",
-                      "schur_surgery")
+    per_checkpoint = ("download_checkpoint", "block_jacobians", "jacobian_spectra", "schur_surgery")
     assert {rule: jobs.get(rule) for rule in per_checkpoint} == dict.fromkeys(per_checkpoint, checkpoints)
     assert jobs.get("plot_dynamics") == len(models)
+    assert "extract_activations" not in jobs  # block_jacobians writes the activations: one load each
     assert jobs.get("prepare_samples") == 1  # one WikiText-2 sample file shared by every checkpoint
     assert "train_model" not in jobs and "prepare_corpus" not in jobs  # nothing trained, no offline corpus
 
@@ -141,4 +141,5 @@ def test_a_model_takes_part_in_the_analyses_it_names_and_an_encoder_is_refused_b
                                    "toy": {"activate": False}, "transformer_ablations": {"activate": False}}))
     jobs = planned_jobs(dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay))
     assert jobs["mlp_alignment"] == jobs["projection_continuity"] == 2  # both models
-    assert jobs["extract_activations"] == jobs["block_coupling"] == jobs["detect_communities"] == 1  # Llama only
+    assert jobs["block_jacobians"] == jobs["block_coupling"] == jobs["detect_communities"] == 1  # Llama only
+

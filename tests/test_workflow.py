@@ -599,7 +599,7 @@ def test_a_checkpoint_missing_a_tensor_fails_every_job_that_reads_it(tiny_run, t
     result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config), check=False)
     assert result.returncode != 0
     for name, (_, tensor) in missing.items():
-        log = (tmp_path / f"logs/extract_activations/{name}/step1.log").read_text()
+        log = (tmp_path / f"logs/block_jacobians/{name}/step1.log").read_text()
         assert f"model '{name}' revision 'step1' file '{tmp_path / name / 'model.safetensors'}'" in log
         assert f"'{tensor}'" in log and "missing from the checkpoint" in log
     log = (tmp_path / "logs/mlp_alignment/no-attn-out/step1.log").read_text()
@@ -624,16 +624,16 @@ def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, 
     weights = local / "model.safetensors"
     shutil.copyfile(other / "model.safetensors", weights)
     jobs = planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output)
-    assert jobs == {"register_checkpoint": 1, "extract_activations": 1}
+    assert jobs == {"register_checkpoint": 1, "block_jacobians": 1}  # activations and Jacobians: one load
 
     # replaced with its mtime set back (cp -p of an older file): nothing is planned, and a job
     # that reads the checkpoint anyway refuses it by name
     os.utime(weights, ns=(1, 1))
     assert planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output) == {}
-    result = snakemake(tmp_path, target, "--cores", "1", "--forcerun", "extract_activations", "--configfile",
+    result = snakemake(tmp_path, target, "--cores", "1", "--forcerun", "block_jacobians", "--configfile",
                        str(config), check=False)
     assert result.returncode != 0
-    log = (tmp_path / "logs/extract_activations/m/step1.log").read_text()
+    log = (tmp_path / "logs/block_jacobians/m/step1.log").read_text()
     assert f"model 'm' revision 'step1' file '{weights}': sha256 is" in log and "delete its manifest" in log
     assert not (tmp_path / target).exists()
 
@@ -708,7 +708,7 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
     assert result.returncode != 0
     _, texts = read_samples(tmp_path / "results/samples/texts.jsonl")
     assert texts == ["a b c", "d e f g h"]
-    log = (tmp_path / "logs/extract_activations/m/step1.log").read_text()
+    log = (tmp_path / "logs/block_jacobians/m/step1.log").read_text()
     assert "model 'm' revision 'step1'" in log and "texts.jsonl" in log and "min_tokens=8" in log
     assert not (tmp_path / "results/dynamics/m/step1.activations.npz").exists()
 
@@ -755,7 +755,7 @@ def test_cuda_on_a_machine_without_it_stops_a_local_run_before_any_job_naming_th
     result = snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config), check=False)
     assert result.returncode != 0
     assert "dynamics.device ask(s) for 'cuda' but torch" in result.output
-    assert "block_jacobians, extract_activations jobs would run here" in result.output
+    assert "block_jacobians jobs would run here" in result.output
     assert not (tmp_path / "logs").exists() and not (tmp_path / "results").exists()
 
 

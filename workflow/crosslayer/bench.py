@@ -34,6 +34,10 @@
             (boundary coupling: Cohen's d of 2 x 10% of d units; Spearman: 31 layer pairs), and
             of one layer's statistics (mesoscale test with 100 random partitions + boundary
             coupling).
+``scale``   paper-scale rehearsal of paper 004 on a random Llama-3.1-8B-shaped stack (d 4096,
+            d_ff 14336, GQA 32/8), built a few layers deep: seconds of every dynamics and
+            topology stage on real shapes, projected to 32 layers x 1,000 samples x 3
+            checkpoints; ``--device cuda`` times the GPU stages there; peak memory.
 """
 
 import argparse
@@ -609,6 +613,126 @@ def bench_permutation(sizes=(576, 1024, 4096), n_permutations=5000, repeat=3, co
         print(f"{d:>5} {np.unique(membership).size:>4} {t_meso:>10.3f} {t_bound:>9.3f} {t_meso + t_bound:>7.3f}")
 
 
+SCALE_STAGES = ("activations", "jacobians", "per_sample_stats", "spectra", "schur", "topology", "statistics")
+
+
+def _synchronized(fn, device):
+    """``fn`` followed by a CUDA synchronisation when timing GPU work."""
+    def call():
+        out = fn()
+        if device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+        return out
+    return call
+
+
+def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, samples=2, tokens=256, full_layers=32,
+                full_samples=1000, checkpoints=3, device="cpu", threads=None, stages=SCALE_STAGES):
+    """Paper-scale rehearsal of paper 004's pipeline on a random Llama-shaped stack (default:
+    Llama-3.1-8B's layer): time every dynamics and topology stage on real shapes for a few layers
+    and samples, each with the library call its job makes, and project to ``full_layers`` x
+    ``full_samples`` x ``checkpoints``.
+
+    Units: activations, Jacobians and per-sample statistics cost per (layer, sample); spectra and
+    topology statistics per layer; Schur surgery per (layer, mode), two modes; correlation graph
+    and communities per snapshot (two per layer), measured on a synthetic ``full_samples`` x d
+    snapshot with community structure (random weights' activations have none)."""
+    import torch
+    import transformers
+
+    from crosslayer.activations import record_residual_stream
+    from crosslayer.adapters import adapter_for
+    from crosslayer.communities import METHODS
+    from crosslayer.jacobian import block_jacobians
+    from crosslayer.spectra import SCHUR_MODES, per_sample_stats, schur_dose_response, spectral_profile
+    from crosslayer.topology import checkpoint_communities, layer_statistics, snapshot_graphs
+
+    unknown = set(stages) - set(SCALE_STAGES)
+    if unknown:
+        raise ValueError(f"unknown stages {sorted(unknown)}: choose from {SCALE_STAGES}")
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=d_model, intermediate_size=d_ff,
+                                      num_hidden_layers=layers, num_attention_heads=n_heads,
+                                      num_key_value_heads=n_kv_heads, max_position_embeddings=max(tokens, 8))
+    model = transformers.AutoModelForCausalLM.from_config(config).to(torch.float32).eval().to(device)
+    adapter = adapter_for(model)
+    rng = np.random.default_rng(0)
+    token_ids = [rng.integers(0, config.vocab_size, tokens).tolist() for _ in range(samples)]
+    rows = []  # (stage, what was measured, seconds, units measured, units in the full run)
+    full = full_layers * full_samples
+
+    def add(stage, what, seconds, units, full_units):
+        rows.append((stage, what, seconds, units, full_units))
+        print(f"  {stage}: {seconds:.2f} s ({what})", flush=True)
+
+    print(f"paper-scale rehearsal: random Llama stack d={d_model}, d_ff={d_ff}, {n_heads}/{n_kv_heads} heads, "
+          f"{layers} layers, {samples} samples of {tokens} tokens, on {device} with {torch.get_num_threads()} threads;"
+          f" projected to {full_layers} layers x {full_samples} samples x {checkpoints} checkpoints", flush=True)
+    acts = None
+    if {"activations", "jacobians", "per_sample_stats", "spectra", "schur", "statistics"} & set(stages):
+        t, recorded = _timed(_synchronized(lambda: record_residual_stream(model, token_ids, device=device), device), 1)
+        acts = recorded["acts"]
+        if "activations" in stages:
+            add("activations", f"{layers} layers x {samples} samples, {tokens} tokens", t, layers * samples, full)
+    blocks = adapter.blocks(model)
+    means, first = [], None
+    if {"jacobians", "per_sample_stats", "spectra", "schur", "statistics"} & set(stages):
+        seconds = 0.0
+        for layer, block in enumerate(blocks):
+            parts = adapter.block_parts(block)
+            x = torch.from_numpy(acts[:, 2 * layer]).to(device)
+            t, J = _timed(_synchronized(lambda: block_jacobians(parts, x, layer=layer), device), 1)
+            seconds += t
+            means.append(J.double().mean(0).cpu().numpy())
+            first = J[:1] if first is None else first
+        if "jacobians" in stages:
+            add("jacobians", f"closed form, {layers} layers x {samples} samples", seconds, layers * samples, full)
+    if "per_sample_stats" in stages:
+        t, _ = _timed(_synchronized(lambda: [per_sample_stats(first, residual=r) for r in (False, True)], device), 1)
+        add("per_sample_stats", "J and J - I of one sample, float64, with condition numbers", t, 1, full)
+    Js = np.stack(means) if means else None
+    if "spectra" in stages:
+        t, _ = _timed(lambda: spectral_profile(Js, rank=min(256, d_model), draws=1000), 1)
+        add("spectra", f"{layers} mean Jacobians, rank 256, 1000 baseline draws", t, layers, full_layers)
+    if "schur" in stages:
+        t, _ = _timed(lambda: schur_dose_response(Js[:1], mode="J", rank=min(256, d_model)), 1)
+        add("schur", "one layer, mode J, 6 doses x (1 + 2 controls x 4 draws), rank 256", t, 1,
+            full_layers * len(SCHUR_MODES))
+    memberships = None
+    if {"topology", "statistics"} & set(stages):
+        snapshot = _factor_snapshot(full_samples, d_model, rng)[:, None, :]
+        t_graph, graphs = _timed(lambda: snapshot_graphs(snapshot), 1)
+        t_comm, (memberships, participation, _) = _timed(lambda: checkpoint_communities(graphs), 1)
+        if "topology" in stages:
+            add("topology", f"one snapshot: correlation graph + {', '.join(METHODS)} x 3 seeds", t_graph + t_comm, 1,
+                2 * full_layers)
+    if "statistics" in stages:
+        J0 = Js[:1]
+        t, _ = _timed(lambda: layer_statistics(J0, np.repeat(memberships[0], 2, axis=0),
+                                               np.repeat(participation[0], 2, axis=0)), 1)
+        add("statistics", "one layer: mesoscale test (100 random partitions) + boundary coupling (5000 permutations)",
+            t, 1, full_layers)
+    print(f"\n{'stage':<17} {'measured s':>10} {'units':>5} {'s / unit':>9} {'per checkpoint':>15}"
+          f" {'x ' + str(checkpoints) + ' ckpts':>12}  measured on")
+    total = 0.0
+    for stage, what, seconds, units, full_units in rows:
+        per_checkpoint = seconds / units * full_units
+        total += per_checkpoint
+        print(f"{stage:<17} {seconds:>10.3f} {units:>5} {seconds / units:>9.4g} {_hours(per_checkpoint):>15}"
+              f" {_hours(per_checkpoint * checkpoints):>12}  {what}")
+    print(f"{'total':<17} {'':>10} {'':>5} {'':>9} {_hours(total):>15} {_hours(total * checkpoints):>12}")
+    print(f"peak RSS {_peak_rss_mib():.0f} MiB" + (f"; peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB"
+                                                   if device == "cuda" else ""))
+
+
+def _hours(seconds):
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m crosslayer.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -652,6 +776,19 @@ def main(argv=None):
     cpl.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
     cpl.add_argument("--threads", type=int, default=None)
     cpl.add_argument("--released-rows", type=int, default=128, help="rows of the released loop timed (scaled to d)")
+    scale = sub.add_parser("scale", help="paper-scale rehearsal of paper 004 on a Llama-3.1-8B-shaped stack")
+    scale.add_argument("--d-model", type=int, default=4096)
+    scale.add_argument("--d-ff", type=int, default=14336)
+    scale.add_argument("--heads", type=int, nargs=2, default=[32, 8], metavar=("Q", "KV"))
+    scale.add_argument("--layers", type=int, default=2, help="layers built and timed")
+    scale.add_argument("--samples", type=int, default=2, help="samples timed")
+    scale.add_argument("--tokens", type=int, default=256, help="tokens per sample")
+    scale.add_argument("--full-layers", type=int, default=32)
+    scale.add_argument("--full-samples", type=int, default=1000)
+    scale.add_argument("--checkpoints", type=int, default=3)
+    scale.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    scale.add_argument("--threads", type=int, default=None)
+    scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=list(SCALE_STAGES))
     perm = sub.add_parser("permutation")
     perm.add_argument("--sizes", type=int, nargs="+", default=[576, 1024, 4096])
     perm.add_argument("--n-permutations", type=int, default=5000)
@@ -678,6 +815,11 @@ def main(argv=None):
     if args.what == "coupling":
         bench_coupling(dims=args.dims, tokens=args.tokens, styles=args.styles, threads=args.threads,
                        released_rows=args.released_rows)
+    if args.what == "scale":
+        bench_scale(d_model=args.d_model, d_ff=args.d_ff, n_heads=args.heads[0], n_kv_heads=args.heads[1],
+                    layers=args.layers, samples=args.samples, tokens=args.tokens, full_layers=args.full_layers,
+                    full_samples=args.full_samples, checkpoints=args.checkpoints, device=args.device,
+                    threads=args.threads, stages=args.stages)
     if args.what == "permutation":
         bench_permutation(sizes=args.sizes, n_permutations=args.n_permutations, repeat=args.repeat,
                           communities=args.communities)

@@ -17,11 +17,11 @@ from crosslayer.jacobian import (
     single_token_block_fn,
 )
 from crosslayer.models import TOKENIZER_FILES, load_model
-from crosslayer.spectra import PER_SAMPLE_DTYPES, per_sample_stats, warn_unreliable_conditions
+from crosslayer.spectra import CONDITION_METHOD, CONDITION_PATHS, PER_SAMPLE_DTYPES, PER_SAMPLE_STATS, per_sample_stats, warn_unreliable_conditions
 
 __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations"]
 
-STAT_NAMES = ("frobenius", "participation_ratio", "condition_number")
+STAT_NAMES = PER_SAMPLE_STATS
 # "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
 JACOBIAN_METHODS = ("closed_form", *AUTOGRAD_METHODS)
 
@@ -64,7 +64,10 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     result : dict of ndarray
         ``mean`` (L, d, d) float32 mean Jacobian (summed in float64); for each name in
         :data:`STAT_NAMES` (without ``condition_number`` when not `condition`), ``<name>`` and
-        ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and sample.
+        ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and sample; with
+        `condition`, also ``condition_path`` and ``condition_path_res`` (L, N) int8, how each
+        condition number was computed (:data:`crosslayer.spectra.CONDITION_PATHS`), and
+        ``condition_method``, the rule (:data:`crosslayer.spectra.CONDITION_METHOD`).
     """
     if method not in JACOBIAN_METHODS:
         raise ValueError(f"unknown Jacobian method {method!r}; choose one of {JACOBIAN_METHODS}")
@@ -84,7 +87,7 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     if width:
         if token_inputs is None or np.shape(token_inputs) != (N, len(blocks), width):
             raise ValueError(f"{adapter.model_type} blocks take a per-sample (token) input: need `token_inputs` "
-                             f"(N, L, {width}) recorded with the activations (re-run extract_activations), got "
+                             f"(N, L, {width}) recorded with the activations (re-run the job that wrote them), got "
                              f"{None if token_inputs is None else np.shape(token_inputs)}")
         token_inputs = np.asarray(token_inputs, dtype=np.float32)
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -93,6 +96,9 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     for name in STAT_NAMES if condition else [n for n in STAT_NAMES if n != "condition_number"]:
         result[name] = np.empty((L, N))
         result[f"{name}_res"] = np.empty((L, N))
+    if condition:
+        result |= {"condition_path": np.empty((L, N), np.int8), "condition_path_res": np.empty((L, N), np.int8),
+                   "condition_method": np.asarray(CONDITION_METHOD)}
     # a backward sweep of d cotangents holds about d x (2 d_ff) per matrix it crosses (gate, up, their
     # product; Gemma 4's double-wide MLPs twice that): a rough bound, and chunks halve on GPU OOM
     autograd_bytes = 4 * d * (d + 8 * adapter.geometry.d_ff)
@@ -121,13 +127,20 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
             for suffix, what in (("", "J"), ("_res", "J - I")):
                 warn_unreliable_conditions(result["condition_number" + suffix][layer], spectra_dtype,
                                            f"layer {layer} ({what})")
+                counts = np.bincount(result["condition_path" + suffix][layer], minlength=len(CONDITION_PATHS))
+                log.info("layer %d (%s): condition numbers by %s", layer, what,
+                         ", ".join(f"{name} {n}" for name, n in zip(CONDITION_PATHS, counts)))
     return result
 
 
-def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8):
+def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8,
+                           loaded=None):
     """Residual stream (last token, before attention and before the MLP of every block) of the
     first `n_samples` texts of a samples file (:mod:`crosslayer.samples`) with at least
     `min_tokens` tokens, truncated to `max_tokens`, in file order.
+
+    `loaded` is ``load_model(manifest, device=device)``'s ``(model, tokenizer)`` when the caller
+    has it already (the Jacobian job uses the same model next); else the checkpoint is loaded here.
 
     Returns
     -------
@@ -138,7 +151,7 @@ def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max
     from crosslayer.samples import read_samples
 
     context = {"model": manifest["model"], "revision": manifest.get("revision")}
-    model, tokenizer = load_model(manifest, device=device)
+    model, tokenizer = loaded or load_model(manifest, device=device)
     if tokenizer is None:
         raise CheckpointError(
             f"no tokenizer in the checkpoint (none of {', '.join(TOKENIZER_FILES)}): save it beside the weights "

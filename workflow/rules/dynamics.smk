@@ -26,35 +26,14 @@ rule prepare_samples:
         "../scripts/prepare_samples.py"
 
 
-rule extract_activations:
+# Activations and Jacobians in one job: one load of the checkpoint (minutes at 8B scale), and
+# every stage that reads activations (topology, gated alignment) also needs this stage.
+rule block_jacobians:
     input:
         manifest="results/checkpoints/{model}/step{step}.json",
         samples=rules.prepare_samples.output.samples,
     output:
-        npz="results/dynamics/{model}/step{step}.activations.npz",
-    log:
-        "logs/extract_activations/{model}/step{step}.log",
-    benchmark:
-        "benchmarks/extract_activations/{model}/step{step}.tsv"
-    conda:
-        "../../envs/dynamics.yaml"
-    threads: DYNAMICS["threads"]
-    resources:
-        gpu=get_gpu_request(DYNAMICS["device"]),
-    params:
-        n_samples=DYNAMICS["n_samples"],
-        min_tokens=DYNAMICS["min_tokens"],
-        max_tokens=DYNAMICS["max_tokens"],
-        device=DYNAMICS["device"],
-    script:
-        "../scripts/extract_activations.py"
-
-
-rule block_jacobians:
-    input:
-        manifest="results/checkpoints/{model}/step{step}.json",
-        activations=rules.extract_activations.output.npz,
-    output:
+        activations="results/dynamics/{model}/step{step}.activations.npz",
         npz="results/dynamics/{model}/step{step}.jacobians.npz",
     log:
         "logs/block_jacobians/{model}/step{step}.log",
@@ -66,8 +45,11 @@ rule block_jacobians:
     resources:
         gpu=get_gpu_request(DYNAMICS["device"]),
     params:
-        method=DYNAMICS["jacobian_method"],
+        n_samples=DYNAMICS["n_samples"],
+        min_tokens=DYNAMICS["min_tokens"],
+        max_tokens=DYNAMICS["max_tokens"],
         device=DYNAMICS["device"],
+        method=DYNAMICS["jacobian_method"],
         per_sample_dtype=DYNAMICS["per_sample_dtype"],
         condition_number=DYNAMICS["condition_number"],
     script:

@@ -5,7 +5,7 @@ TOPOLOGY = config["topology"]
 
 rule correlation_graphs:
     input:
-        activations=rules.extract_activations.output.npz,
+        activations=rules.block_jacobians.output.activations,
     output:
         graphs=directory("results/topology/{model}/step{step}.graphs"),
     log:

@@ -5,7 +5,7 @@ start(snakemake)
 import numpy as np
 
 from crosslayer.regimes import depth_regimes
-from crosslayer.spectra import spectral_profile
+from crosslayer.spectra import PER_SAMPLE_STATS, spectral_profile
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:
@@ -16,7 +16,7 @@ with np.load(snakemake.input.jacobians) as jacobians:
     # quartiles of the per-sample distributions (L, N), of J and J - I: whichever the npz holds
     # (no condition_number / condition_number_res when dynamics.condition_number is false)
     for name in jacobians.files:
-        if name != "mean":
+        if name.removesuffix("_res") in PER_SAMPLE_STATS:
             quartiles = np.percentile(jacobians[name], [25, 50, 75], axis=1)  # one read of the array
             for label, values in zip(("q25", "median", "q75"), quartiles):
                 table[f"{label}_{name}"] = values
