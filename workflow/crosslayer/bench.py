@@ -636,7 +636,9 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     ``full_samples`` x ``checkpoints``.
 
     Units: activations, Jacobians and per-sample statistics cost per (layer, sample); spectra and
-    topology statistics per layer; Schur surgery per (layer, mode), two modes; correlation graph
+    topology statistics per layer; Schur surgery per (layer, mode), two modes, composed from one
+    Schur form, one Haar draw and one product update (plus the last layer's d x d SVDs, once per
+    mode: ``schur_start``) because one layer alone takes half an hour at d = 4096; correlation graph
     and communities per snapshot (two per layer), measured on a synthetic ``full_samples`` x d
     snapshot with community structure (random weights' activations have none)."""
     import torch
@@ -646,7 +648,16 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     from crosslayer.adapters import adapter_for
     from crosslayer.communities import METHODS
     from crosslayer.jacobian import block_jacobians
-    from crosslayer.spectra import SCHUR_MODES, per_sample_stats, schur_dose_response, spectral_profile
+    from crosslayer.spectra import (
+        DEFAULT_ALPHAS,
+        SCHUR_MODES,
+        TORCH_MIN_WIDTH,
+        _BackwardProduct,
+        haar_unitary,
+        per_sample_stats,
+        schur_parts,
+        spectral_profile,
+    )
     from crosslayer.topology import checkpoint_communities, layer_statistics, snapshot_graphs
 
     unknown = set(stages) - set(SCALE_STAGES)
@@ -699,9 +710,18 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         t, _ = _timed(lambda: spectral_profile(Js, rank=min(256, d_model), draws=1000), 1)
         add("spectra", f"{layers} mean Jacobians, rank 256, 1000 baseline draws", t, layers, full_layers)
     if "schur" in stages:
-        t, _ = _timed(lambda: schur_dose_response(Js[:1], mode="J", rank=min(256, d_model)), 1)
-        add("schur", "one layer, mode J, 6 doses x (1 + 2 controls x 4 draws), rank 256", t, 1,
+        # composed from its parts (one of each): at d = 4096 a whole layer takes ~30 min on 2 cores
+        draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
+        t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
+        t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
+        product = _BackwardProduct(rank, d_model >= TORCH_MIN_WIDTH)
+        t_start, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # the last layer: a d x d SVD
+        t_push, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # every other: r x d products + SVD
+        add("schur", f"per layer and mode: Schur form {t_schur:.1f} s + {draws} Haar draws x {t_haar:.1f} s + {runs} "
+            f"product updates x {t_push:.2f} s", t_schur + draws * t_haar + runs * t_push, 1,
             full_layers * len(SCHUR_MODES))
+        add("schur_start", f"per mode, the last layer: {runs} d x d SVDs x {t_start:.1f} s", runs * t_start, 1,
+            len(SCHUR_MODES))
     memberships = None
     if {"topology", "statistics"} & set(stages):
         snapshot = _factor_snapshot(full_samples, d_model, rng)[:, None, :]
