@@ -46,7 +46,7 @@ def test_mean_and_per_sample_stats_match_autograd_of_the_real_blocks(model_and_a
     for suffix in ("", "_res"):
         path = result["condition_path" + suffix]
         assert path.shape == (2, N) and path.dtype == np.int8 and set(np.unique(path)) <= {0, 1, 2}
-    assert str(result["condition_method"]).startswith("s_max from eigvalsh(J^H J)")
+    assert str(result["condition_method"]).startswith("float64: s_max from eigvalsh(J^H J)")
 
 
 def test_chunking_does_not_change_results(model_and_acts):

@@ -190,9 +190,9 @@ def _torch_participation(block, fro, gram=None):
 # How each condition number was computed (per_sample_stats' "condition_path"), cheapest first.
 CONDITION_PATHS = ("gram", "inverse_iteration", "svd")
 CONDITION_METHOD = (
-    "s_max from eigvalsh(J^H J); s_min from it too when d eps s_max^2 <= 1e-8 s_min^2 (path 0, gram), else "
-    "from block inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from "
-    "the full SVD (path 2)")
+    "float64: s_max from eigvalsh(J^H J); s_min from it too when d eps s_max^2 <= 1e-8 s_min^2 (path 0, "
+    "gram), else from block inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), "
+    "else from the full SVD (path 2); float32: the full SVD (path 2)")
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 _INVERSE_TOL = 1e-10  # accepted relative residual of the Ritz value of (J^H J)^{-1}
 _INVERSE_BLOCK = 16  # vectors iterated together: a cluster of up to 15 small singular values still converges
@@ -233,13 +233,19 @@ def _torch_condition(block, gram=None):
     ``s_min^2`` is its bottom eigenvalue only while the perturbation of forming and diagonalizing
     ``J^H J`` (~ d eps s_max^2, Weyl) is below ``1e-8 s_min^2``, i.e. kappa <~ 200 at d = 1024
     in float64; otherwise block inverse iteration on an LU of J, and the full SVD when that does
-    not converge. Both of those are as accurate as the SVD (absolute error ~ eps s_max)."""
+    not converge. Both of those are as accurate as the SVD (absolute error ~ eps s_max). float32
+    blocks take the SVD: there the Gram route loses ~d eps_32 kappa^2 and inverse iteration,
+    stopped at float32's precision, was slower than the SVD on near-identity J."""
     torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
+    if block.real.dtype != torch.float64:  # float32: neither shortcut is accurate enough (measured), so the SVD
+        s = torch.linalg.svdvals(block)
+        ends = s[:, [0, -1]].double().cpu().numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return ends[:, 0] / ends[:, 1], np.full(len(ends), CONDITION_PATHS.index("svd"), np.int8)
     lam = torch.linalg.eigvalsh(block.mH @ block if gram is None else gram).double()
     smax2, smin2 = lam[:, -1], lam[:, 0].clamp(min=0)
-    eps = torch.finfo(block.real.dtype).eps
-    gram_ok = (block.shape[-1] * eps * smax2 <= _GRAM_TOL * smin2).cpu().numpy()
+    gram_ok = (block.shape[-1] * np.finfo(np.float64).eps * smax2 <= _GRAM_TOL * smin2).cpu().numpy()
     smax = smax2.sqrt().cpu().numpy()
     smin = smin2.sqrt().cpu().numpy()
     path = np.where(gram_ok, 0, 1).astype(np.int8)
@@ -411,7 +417,8 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     is accurate to about the SVD's own error, ``eps * kappa`` relative (tests compare them with
     NumPy's SVD at kappa up to 1e6). Iterating on the extremes alone (Lanczos) was measured and
     dropped: the top singular values of these Jacobians cluster (s_2 / s_1 = 0.98-0.998 on
-    random Llama and GPT-NeoX layers at d = 1024), so it took more than the SVD.
+    random Llama and GPT-NeoX layers at d = 1024), so it took more than the SVD. With `dtype`
+    float32 the condition number stays the full SVD's.
 
     Torch path. For a ``torch.Tensor`` input everything runs with torch on the tensor's device
     (no host copy of the Jacobians; ``J - I`` is formed on the device), chunk by chunk, in
