@@ -721,7 +721,7 @@ class _BackwardProduct:
         matrix: ``V^H Q (D + alpha N) Q^H`` costs three r x d x d products instead of two
         d x d x d ones."""
         if self.s is None:
-            return self.push(schur_recompose(Q, D, N, alpha, mode=mode))
+            return self.start(self.svd_of(D, N, alpha, mode), Q)
         T = alpha * N
         T[np.diag_indices(T.shape[0])] += D
         Q = self._array(Q)
@@ -730,9 +730,27 @@ class _BackwardProduct:
             Z += self.vh
         return self._absorb(self.s[:, None] * Z)
 
+    def svd_of(self, D, N, alpha, mode):
+        """``(s, V^H)`` of the triangular ``T = D + alpha N`` (+ I in mode "J - I"): those of
+        ``B T B^H`` are ``s`` and ``V^H B^H`` for any unitary basis B, so one SVD serves every
+        basis that shares D and N (the dose and control B)."""
+        T = alpha * N
+        T[np.diag_indices(T.shape[0])] += D + (1 if mode == "J - I" else 0)
+        svd = sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd
+        _, s, vh = svd(self._array(T), full_matrices=False)
+        return s, vh
+
+    def start(self, svd_of_T, B):
+        """Begin with the last layer ``B T B^H`` from ``svd_of(...)`` of its T."""
+        s, vh = svd_of_T
+        return self._keep(s, vh[: self.rank] @ self._array(B).conj().T)
+
     def _absorb(self, M):
         svd = sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd
         _, s, vh = svd(M, full_matrices=False)
+        return self._keep(s, vh)
+
+    def _keep(self, s, vh):
         self.s, self.vh = s[: self.rank], vh[: self.rank]
         top = float(self.s[0])
         if top > 0:
@@ -978,8 +996,14 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
     }
     for layer in range(L - 1, -1, -1):
         Q, D, N = schur_parts(Js[layer], mode=mode)
+        # the last layer starts every product with a d x d SVD (at d = 4096 a minute each): the
+        # dose's SVD of D + alpha N also starts control B, whose W (D + alpha N) W^H shares it
+        shared = [dose[i].svd_of(D, N, alpha, mode) for i, alpha in enumerate(alphas)] if layer == L - 1 else None
         for i, alpha in enumerate(alphas):
-            s, out["dose_log_frobenius"][i, layer] = dose[i].push_schur(Q, D, N, alpha, mode)
+            if shared:
+                s, out["dose_log_frobenius"][i, layer] = dose[i].start(shared[i], Q)
+            else:
+                s, out["dose_log_frobenius"][i, layer] = dose[i].push_schur(Q, D, N, alpha, mode)
             out["dose"][i, layer] = effective_rank(s, power=power)
         for j in range(draws):
             rng = np.random.default_rng([seed, j, layer])
@@ -988,7 +1012,7 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
             for i, alpha in enumerate(alphas):
                 s, _ = ctrl_a[j][i].push_schur(Q, D, R, alpha, mode)
                 out["control_a"][j, i, layer] = effective_rank(s, power=power)
-                s, _ = ctrl_b[j][i].push_schur(W, D, N, alpha, mode)
+                s, _ = ctrl_b[j][i].start(shared[i], W) if shared else ctrl_b[j][i].push_schur(W, D, N, alpha, mode)
                 out["control_b"][j, i, layer] = effective_rank(s, power=power)
     return out
 
