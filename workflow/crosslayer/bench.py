@@ -720,7 +720,8 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         add("schur", f"per layer and mode: Schur form {t_schur:.1f} s + {draws} Haar draws x {t_haar:.1f} s + {runs} "
             f"product updates x {t_push:.2f} s", t_schur + draws * t_haar + runs * t_push, 1,
             full_layers * len(SCHUR_MODES))
-        add("schur_start", f"per mode, the last layer: {runs} d x d SVDs x {t_start:.1f} s", runs * t_start, 1,
+        starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
+        add("schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
             len(SCHUR_MODES))
     memberships = None
     if {"topology", "statistics"} & set(stages):
