@@ -542,6 +542,21 @@ def test_schur_dose_response_in_torch_equals_numpy(monkeypatch, mode):
         np.testing.assert_allclose(torch_result[key], numpy_result[key], rtol=1e-12, err_msg=key)
 
 
+def test_schur_dose_response_at_torch_width_runs_without_torch_imported_first():
+    # the torch path imports torch itself (a library caller need not, unlike the workflow script)
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, numpy as np; from crosslayer import spectra as S; w = S.TORCH_MIN_WIDTH; "
+            "J = np.eye(w) + 0.1 * np.random.default_rng(0).standard_normal((2, w, w)); "
+            "assert 'torch' not in sys.modules; out = S.schur_dose_response(J, alphas=(0.5,), draws=1); "
+            "assert np.isfinite(out['dose']).all() and 'torch' in sys.modules")
+    workflow = Path(S.__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=workflow, env={**os.environ, "PYTHONPATH": str(workflow)})
+
+
 def test_schur_dose_response_shapes_reproducible_and_alpha_one_matches():
     Js = random_layers(4, 6, seed=13, scale=1.5)
     kw = dict(alphas=(0.0, 1.0, 1.5), rank=6, draws=2, seed=5)

@@ -722,10 +722,8 @@ class _BackwardProduct:
         d x d x d ones."""
         if self.s is None:
             return self.start(self.svd_of(D, N, alpha, mode), Q)
-        T = alpha * N
-        T[np.diag_indices(T.shape[0])] += D
         Q = self._array(Q)
-        Z = ((self.vh @ Q) @ self._array(T)) @ Q.conj().T
+        Z = ((self.vh @ Q) @ self._array(_schur_triangle(D, N, alpha))) @ Q.conj().T
         if mode == "J - I":
             Z += self.vh
         return self._absorb(self.s[:, None] * Z)
@@ -734,10 +732,10 @@ class _BackwardProduct:
         """``(s, V^H)`` of the triangular ``T = D + alpha N`` (+ I in mode "J - I"): those of
         ``B T B^H`` are ``s`` and ``V^H B^H`` for any unitary basis B, so one SVD serves every
         basis that shares D and N (the dose and control B)."""
-        T = alpha * N
-        T[np.diag_indices(T.shape[0])] += D + (1 if mode == "J - I" else 0)
-        svd = sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd
-        _, s, vh = svd(self._array(T), full_matrices=False)
+        T = _schur_triangle(D, N, alpha)
+        if mode == "J - I":
+            T[np.diag_indices(T.shape[0])] += 1
+        _, s, vh = self._svd(T)
         return s, vh
 
     def start(self, svd_of_T, B):
@@ -745,9 +743,13 @@ class _BackwardProduct:
         s, vh = svd_of_T
         return self._keep(s, vh[: self.rank] @ self._array(B).conj().T)
 
+    def _svd(self, M):
+        """Thin SVD in torch or NumPy (M converted first, which also imports torch)."""
+        M = self._array(M)
+        return (sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd)(M, full_matrices=False)
+
     def _absorb(self, M):
-        svd = sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd
-        _, s, vh = svd(M, full_matrices=False)
+        _, s, vh = self._svd(M)
         return self._keep(s, vh)
 
     def _keep(self, s, vh):
@@ -872,12 +874,17 @@ def schur_recompose(Q, D, N, alpha, *, mode="J"):
         raise ValueError(f"`D` must have shape ({d},), got {D.shape}")
     if N.shape != (d, d):
         raise ValueError(f"`N` must have shape ({d}, {d}), got {N.shape}")
-    T = alpha * N
-    T[np.diag_indices(d)] += D
-    out = Q @ T @ Q.conj().T
+    out = Q @ _schur_triangle(D, N, alpha) @ Q.conj().T
     if mode == "J - I":
         out[np.diag_indices(d)] += 1.0
     return out
+
+
+def _schur_triangle(D, N, alpha):
+    """The upper-triangular ``diag(D) + alpha N`` of a Schur form at dose alpha (a new array)."""
+    T = alpha * N
+    T[np.diag_indices(T.shape[0])] += D
+    return T
 
 
 def random_strict_upper(N, rng):
