@@ -109,6 +109,67 @@ def test_last_token_jacobians_from_the_cache_equal_the_whole_sequence_and_the_re
         assert rel_err(cached[layer] + torch.eye(D), block) <= 1e-5
 
 
+# Families whose attention runs through transformers' attention interface and whose block the
+# closed form describes: their last-token Jacobian takes the split form (attention through its
+# query, new key and new value; the rest in closed form), the others the generic sweep.
+GENERIC_SWEEP = {"bloom", "gpt_neo", "stablelm", "mpt", "falcon", "falcon_multi_query", "falcon_sequential"}
+
+
+def split_jacobians(model, ids):
+    from transformers import DynamicCache
+
+    from crosslayer.adapters import adapter_for
+    from crosslayer.token_jacobians import _split_jacobian
+
+    cache = DynamicCache(config=model.config)
+    block_calls(model, ids[:-1], past_key_values=cache, layers=())
+    calls = block_calls(model, ids[-1:], past_key_values=cache)
+    return {layer: _split_jacobian(adapter_for(model), call, 4 * D * 7) for layer, call in sorted(calls.items())}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_split_form_is_taken_where_it_applies_and_equals_autograd(family):
+    model, ids = build(family)
+    for layer, J in split_jacobians(model, ids).items():
+        if family in GENERIC_SWEEP:
+            assert J is None
+        else:
+            assert J is not None, layer
+            assert rel_err(J, reference(model, ids, layer, TOKENS - 1, TOKENS - 1)) <= 1e-5, layer
+
+
+def test_the_split_form_follows_a_soft_cap_on_the_scores():
+    from tiny_families import CONFIGS
+
+    config = CONFIGS["gemma2"]()
+    config.attn_logit_softcapping, config._attn_implementation = 0.3, "eager"  # saturates tanh
+    torch.manual_seed(0)
+    model = T.AutoModelForCausalLM.from_config(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    ids = build("gemma2")[1]
+    found = split_jacobians(model, ids)
+    attention = [block.self_attn for block in model.model.layers]
+    for module in attention:  # the same blocks without the cap: other Jacobians
+        module.attn_logit_softcapping = None
+    uncapped = split_jacobians(model, ids)
+    for module in attention:
+        module.attn_logit_softcapping = 0.3
+    for layer, J in found.items():
+        ref = reference(model, ids, layer, TOKENS - 1, TOKENS - 1)
+        assert rel_err(J, ref) <= 1e-5 and rel_err(uncapped[layer], ref) > 1e-4, layer  # 10x the tolerance
+
+
+def test_a_block_the_closed_form_does_not_describe_falls_back_to_the_generic_sweep():
+    model, ids = build("llama")
+    model.model.layers[1].mlp.register_forward_hook(lambda module, args, out: 2 * out)
+    found = split_jacobians(model, ids)
+    assert found[0] is not None and found[1] is None  # the block's own output refutes the parts
+    J = dict(last_token_jacobians(model, ids))[1]
+    assert rel_err(J, reference(model, ids, 1, TOKENS - 1, TOKENS - 1)) <= 1e-5
+
+
 def test_one_token_sequences_and_bad_input():
     model, ids = build("llama")
     (layer, J), *_ = last_token_jacobians(model, ids[:1], layers=[0])

@@ -44,6 +44,7 @@ __all__ = [
     "DEFAULT_CHUNK_BYTES",
     "block_jacobians",
     "block_jacobians_autograd",
+    "branch_jacobian_with_attention",
     "closed_form_flops",
     "iter_block_jacobians",
     "iter_block_jacobians_autograd",
@@ -141,29 +142,34 @@ def _fold(w, b, pre):
     return w * pre.gamma, b
 
 
-def _prepare(parts: BlockParts, device) -> _Prepared:
+def _prepare(parts: BlockParts, device, attention=True) -> _Prepared:
+    """Per-layer constants; ``attention=False`` skips the one-token attention's (``W_ov`` costs a
+    ``d x d x r`` product) for callers that bring their own attention Jacobian."""
     f = lambda t: None if t is None else t.to(device=device, dtype=torch.float32)  # noqa: E731
     d, nh, nkv, hd = parts.d_model, parts.n_heads, parts.n_kv_heads, parts.head_dim
     if nh % nkv:
         raise ValueError(f"n_heads={nh} is not a multiple of n_kv_heads={nkv}")
-    # Query head h reads value head h // (nh // nkv): sum W_o's column blocks per value head.
-    w_o = f(parts.w_o).reshape(d, nkv, nh // nkv, hd).sum(2).reshape(d, nkv * hd)
-    w_v, b_v = f(parts.w_v), f(parts.b_v)
-    b_ov = torch.zeros(d, device=device) if b_v is None else w_o @ b_v
-    if parts.b_o is not None:
-        b_ov = b_ov + f(parts.b_o)
     attn_pre, mlp_pre = _norm(parts.attn_pre_norm, device), _norm(parts.mlp_pre_norm, device)
-    if attn_pre is not None:  # fold the gain into W_v, the shift into the bias
-        if attn_pre.beta is not None:
-            b_ov = b_ov + w_o @ (w_v @ attn_pre.beta)
-        w_v = w_v * attn_pre.gamma
-    w_ov = w_o @ w_v
+    w_ov = w_o = w_v = b_ov = None
+    if attention:
+        # Query head h reads value head h // (nh // nkv): sum W_o's column blocks per value head.
+        w_o = f(parts.w_o).reshape(d, nkv, nh // nkv, hd).sum(2).reshape(d, nkv * hd)
+        w_v, b_v = f(parts.w_v), f(parts.b_v)
+        b_ov = torch.zeros(d, device=device) if b_v is None else w_o @ b_v
+        if parts.b_o is not None:
+            b_ov = b_ov + f(parts.b_o)
+        if attn_pre is not None:  # fold the gain into W_v, the shift into the bias
+            if attn_pre.beta is not None:
+                b_ov = b_ov + w_o @ (w_v @ attn_pre.beta)
+            w_v = w_v * attn_pre.gamma
+        w_ov = (w_o @ w_v).contiguous()
+        w_o, w_v = w_o.contiguous(), w_v.contiguous()
     inputs = ([(parts.w_gate, parts.b_gate)] if parts.gated else []) + [(parts.w_up, parts.b_up)]
     folded = [_fold(f(w), f(b), mlp_pre) for w, b in inputs]
     w_down = f(parts.w_down)
     b_down = torch.zeros(d, device=device) if parts.b_down is None else f(parts.b_down)
     _act_and_grad(parts.activation, torch.zeros(1, device=device))  # unknown name: fail early
-    return _Prepared(d, w_ov.contiguous(), w_o.contiguous(), w_v.contiguous(), b_ov,
+    return _Prepared(d, w_ov, w_o, w_v, b_ov,
                      [w.contiguous() for w, _ in folded], [b for _, b in folded],
                      w_down.contiguous(), b_down, parts.activation, attn_pre, _norm(parts.attn_post_norm, device),
                      mlp_pre, _norm(parts.mlp_post_norm, device), parts.parallel)
@@ -331,6 +337,48 @@ def _chunk_jacobians(p, x, out=None):
         J = torch.baddbmm(J_mlp, torch.baddbmm(L, J_mlp, L), R, out=out)
     J.diagonal(dim1=1, dim2=2).add_(1.0)
     return J
+
+
+def branch_jacobian_with_attention(parts: BlockParts, x, attn_jacobian, attn_output):
+    """The residual branch's Jacobian ``d (block(x) - x) / d x`` at one token, completed in
+    closed form around an attention sublayer given from outside.
+
+    The single-token closed form cannot see attention over a context (queries and keys then
+    matter); a caller that has the attention sublayer's Jacobian and output at the token (before
+    the sublayer's post-norm, if any) gets the rest here exactly as in :func:`block_jacobians`:
+    the post-norm, the MLP at ``x`` (parallel) or at ``h = x + attn(x)`` (sequential), and the
+    product ``(I + J_mlp)(I + J_attn)``.
+
+    Parameters
+    ----------
+    parts : BlockParts
+    x : (d,) torch.Tensor
+        The block input at the token.
+    attn_jacobian : (d, d) torch.Tensor
+        ``d A / d x`` with ``A`` the attention sublayer's output before its post-norm, pre-norm
+        included.
+    attn_output : (d,) torch.Tensor
+        ``A`` at ``x``.
+
+    Returns
+    -------
+    J : (d, d) torch.Tensor
+        float32, without the identity.
+    out : (d,) torch.Tensor
+        ``block(x)`` as these parts compute it (callers compare it with the live block's).
+    """
+    p = _prepare(parts, x.device, attention=False)
+    f = lambda t: t.to(device=x.device, dtype=torch.float32)  # noqa: E731
+    x, L, out = f(x).reshape(1, -1), f(attn_jacobian)[None], f(attn_output).reshape(1, -1)
+    with torch.no_grad():
+        if p.attn_post is not None:
+            L, out = _left_norm(L, out, p.attn_post)
+        if p.parallel:
+            J_mlp, mlp_out = _mlp_sublayer(p, x, want_out=True)
+            return (L + J_mlp)[0], (x + out + mlp_out)[0]
+        h = x + out
+        J_mlp, mlp_out = _mlp_sublayer(p, h, want_out=True)
+        return torch.baddbmm(L, J_mlp, L).add_(J_mlp)[0], (h + mlp_out)[0]
 
 
 def _bytes_per_sample(parts: BlockParts):

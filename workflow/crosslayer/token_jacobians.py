@@ -23,6 +23,7 @@ row of the identity, through the block on the whole sequence, last token only) a
 of benchmarks and tests.
 """
 
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -172,14 +173,140 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
     if len(ids) > 1:  # the context, run once and cached; the last token then continues it
         block_calls(model, ids[:-1], past_key_values=cache, layers=())
     calls = block_calls(model, ids[-1:], past_key_values=cache, layers=layers)
+    adapter = adapter_for(model)
     for layer in sorted(calls):
         call = calls[layer]
-        with torch.enable_grad():
-            x = call.hidden.clone().requires_grad_(True)  # (1, d): the last token
-            out = call(x)[0] - x[0]
-            J = _sweep(out, x, chunk_bytes)[:, 0].detach()
+        J = _split_jacobian(adapter, call, chunk_bytes)
+        if J is None:  # the generic sweep through the whole block
+            with torch.enable_grad():
+                x = call.hidden.clone().requires_grad_(True)  # (1, d): the last token
+                out = call(x)[0] - x[0]
+                J = _sweep(out, x, chunk_bytes)[:, 0].detach()
         _check_finite(J, layer, (len(ids) - 1, len(ids) - 1))
         yield layer, J
+
+
+class _NotSplittable(Exception):
+    """The block does not run the way :func:`_split_jacobian` needs (the generic sweep is used)."""
+
+
+# Keyword arguments of the attention functions whose meaning the split form reproduces: the
+# scores are scaling * q.k (+ mask), optionally soft-capped; anything else (sinks, ...) is refused.
+_ATTENTION_KWARGS = {"dropout", "scaling", "softcap", "sliding_window", "position_ids", "cache_position",
+                     "output_attentions", "use_cache", "position_embeddings"}
+
+
+def _recorded_attention(call):
+    """Rerun ``call`` on a copy of its input that requires grad, recording the attention call.
+
+    The model's eager attention function is replaced for the duration by a wrapper that calls
+    the family's own one and keeps its arguments and results; the layer's key/value cache update
+    is wrapped to keep the new token's key and value before they are appended to the context.
+    """
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    cache = _cache_in(call.args, call.kwargs)
+    if cache is None:
+        raise _NotSplittable("no key/value cache")
+    cache_layer, seen = cache.layers[call.layer], {}
+    update = cache_layer.update
+
+    def recording_update(key_states, value_states, *args, **kwargs):
+        seen["k_new"], seen["v_new"] = key_states, value_states
+        return update(key_states, value_states, *args, **kwargs)
+
+    def recording_attention(module, query, key, value, attention_mask, **kwargs):
+        family = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+        if family is None or "attention" in seen or set(kwargs) - _ATTENTION_KWARGS:
+            raise _NotSplittable("attention function or arguments not known here")
+        out, weights = family(module, query, key, value, attention_mask, **kwargs)
+        seen["attention"] = (module, query, key, value, attention_mask, kwargs, out, weights)
+        return out, weights
+
+    had_eager = "eager" in ALL_ATTENTION_FUNCTIONS._local_mapping
+    ALL_ATTENTION_FUNCTIONS._local_mapping["eager"] = recording_attention
+    cache_layer.update = recording_update
+    try:
+        with torch.enable_grad():
+            x = call.hidden.clone().requires_grad_(True)
+            y = call(x)[0].detach()
+    finally:
+        del cache_layer.update
+        if not had_eager:
+            del ALL_ATTENTION_FUNCTIONS._local_mapping["eager"]
+    if "attention" not in seen or "k_new" not in seen:
+        raise _NotSplittable("the block did not call the eager attention function and the cache")
+    return x, y, seen
+
+
+def _split_jacobian(adapter, call, chunk_bytes):
+    """``J^l_{TT}`` of the last token, attention differentiated through its queries, keys and
+    values only, the rest of the block in closed form; None where the block does not allow it.
+
+    With context keys ``k_j`` and values ``v_j`` fixed, head ``h`` (key/value head ``g``) outputs
+    ``o_h = sum_j a_hj v_gj``, ``a_h = softmax(c(l_h) + mask)``, ``l_hj = s q_h . k_gj`` (``c`` the
+    soft-cap, if any), so ``d o_h = a_hT d v_gT + sum_j a_hj c'_hj (v_gj - o_h) d l_hj``. Through
+    ``W_o`` the sublayer's Jacobian is one batched reverse sweep of the d output rows over the
+    query, the new key and the new value only (their projections, norms and rotary embeddings
+    stay autograd's, so no family is special-cased), never through the context's keys; the
+    post-norm, the MLP and the residual product are the closed form of
+    :func:`crosslayer.jacobian.branch_jacobian_with_attention`. The block's own output checks
+    the decomposition: a block it does not describe falls back to the generic sweep.
+    """
+    from crosslayer.jacobian import branch_jacobian_with_attention
+
+    try:
+        parts = adapter.block_parts(call.block)
+        x, y, seen = _recorded_attention(call)
+    except (_NotSplittable, NotImplementedError, AttributeError, ValueError, KeyError, TypeError):
+        return None
+    module, query, key, value, mask, kwargs, out, weights = seen["attention"]
+    k_new, v_new = seen["k_new"], seen["v_new"]
+    H, Hkv, dh = query.shape[1], key.shape[1], query.shape[-1]
+    if (not torch.isfinite(y).all() or query.shape[0] != 1 or query.shape[2] != 1 or weights is None or H % Hkv or H * dh != parts.w_o.shape[1]
+            or not torch.equal(key[:, :, -1:], k_new) or not torch.equal(value[:, :, -1:], v_new)):
+        return None
+    with torch.no_grad():
+        q = query[0, :, 0].float()  # (H, dh)
+        group = torch.arange(H, device=q.device) // (H // Hkv)
+        K, V = key[0].float()[group], value[0].float()[group]  # (H, T, dh) per query head
+        scaling = kwargs.get("scaling") or dh ** -0.5
+        logits = scaling * torch.einsum("he,hte->ht", q, K)
+        cap = kwargs.get("softcap")
+        slope = torch.ones_like(logits)
+        if cap is not None:
+            logits = cap * torch.tanh(logits / cap)
+            slope = 1 - (logits / cap) ** 2
+        if mask is not None:
+            logits = logits + mask[0, 0, -1].float()
+        a = torch.softmax(logits, -1)  # (H, T)
+        o = out[0, -1].float()  # (H, dh)
+        if not (torch.allclose(a, weights[0, :, -1].float(), atol=1e-5)
+                and torch.allclose(o, torch.einsum("ht,hte->he", a, V), atol=1e-5 * (1 + V.abs().max()))):
+            return None
+        d = parts.d_model
+        W_o = parts.w_o.to(device=q.device, dtype=torch.float32).reshape(d, H, dh)
+        B = (a * slope)[..., None] * (V - o[:, None])  # d o_h / d l_hj, (H, T, dh)
+        WB = torch.einsum("rhe,hte->rht", W_o, B)  # (d, H, T)
+        cot_q = scaling * torch.einsum("rht,hte->rhe", WB, K)
+        cot_k = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, scaling * WB[..., -1:] * q)
+        cot_v = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, a[:, -1, None] * W_o)
+        attn_out = o.reshape(-1) @ W_o.reshape(d, -1).T
+        if parts.b_o is not None:
+            attn_out = attn_out + parts.b_o.to(attn_out)
+    rows = _rows_per_chunk(d, 8, chunk_bytes)
+    parts_J = []
+    for start in range(0, d, rows):
+        stop = min(d, start + rows)
+        cots = [c[start:stop].reshape(stop - start, *t.shape).to(t.dtype)
+                for c, t in ((cot_q, query), (cot_k, k_new), (cot_v, v_new))]
+        (grad,) = torch.autograd.grad((query, k_new, v_new), x, grad_outputs=cots, retain_graph=stop < d,
+                                      is_grads_batched=True)
+        parts_J.append(grad[:, 0].float())
+    J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], torch.cat(parts_J), attn_out)
+    if not torch.allclose(block_out, y.float(), rtol=1e-4, atol=1e-4 * float(y.abs().max())):
+        return None
+    return J.to(x.dtype)
 
 
 def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAULT_CHUNK_BYTES):
