@@ -475,8 +475,8 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
                 t_rel, ref = _timed(released, 1)
                 t_rel *= d / rows
                 err = float(torch.linalg.norm(J[:rows] + torch.eye(d)[:rows] - ref) / torch.linalg.norm(ref))
-                t_svd, _ = _timed(lambda: torch.linalg.svd(J, full_matrices=False), 1)
-                t_top, _ = _timed(lambda: top_singular(J, min(50, d)), 1)
+                t_svd, _ = _timed(lambda: torch.linalg.svd(J, full_matrices=False), 2)
+                t_top, _ = _timed(lambda: top_singular(J, min(50, d)), 2)
                 t_sweep, found = _timed(lambda: dict(token_jacobians(model, ids, 0)), 1)
                 picked = [(0, T - 1), (T // 2, T - 1)][:pairs]
 

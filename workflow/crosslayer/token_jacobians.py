@@ -14,7 +14,10 @@ Two paths, both one forward and one batched reverse sweep (``is_grads_batched``)
 
 * :func:`last_token_jacobians` (depth-wise): ``J^l_{TT}`` of every block. The context tokens are
   fixed, so the block is run on the last token alone against its key/value cache — the cost of
-  one token rather than ``T``.
+  one token rather than ``T``. Where the family's block is described by its adapter's closed-form
+  parts and its attention runs through transformers' attention interface, only the attention's
+  query, key and value are differentiated by autograd and the rest is closed form (about half
+  the generic sweep's cost, and none of its per-context-token copies).
 * :func:`token_jacobians` (token-wise): for an output token ``t2``, one sweep over the ``d``
   coordinates of ``f(X)_{t2}`` gives ``J_{t1 t2}`` for every ``t1 <= t2`` at once.
 
@@ -117,14 +120,21 @@ def block_calls(model, input_ids, *, past_key_values=None, layers=None):
     return calls
 
 
-def _rows_per_chunk(d, width, chunk_bytes):
-    return max(1, min(d, chunk_bytes // max(1, 4 * d * width)))
+def _row_bytes(model, tokens, context):
+    """Working memory of one cotangent in a reverse sweep through a block over ``tokens`` output
+    positions attending to ``context`` keys: the gradient at the input and the backward
+    intermediates (MLP hidden, queries/keys/values, norms, scores, the context's key/value
+    gradients), in float32."""
+    g = adapter_for(model).geometry
+    kv = g.n_kv_heads * g.head_dim
+    return 4 * (tokens * (8 * g.d_model + 3 * g.d_ff) + 2 * g.n_heads * tokens * context + 2 * context * kv)
 
 
-def _sweep(out_row, inputs, chunk_bytes):
-    """Rows of ``d out_row / d inputs`` by batched reverse sweeps: ``(d, *inputs.shape)``."""
+def _sweep(out_row, inputs, chunk_bytes, row_bytes):
+    """Rows of ``d out_row / d inputs`` by batched reverse sweeps: ``(d, *inputs.shape)``,
+    ``chunk_bytes // row_bytes`` rows at a time."""
     d = out_row.shape[0]
-    rows = _rows_per_chunk(d, inputs.numel() // inputs.shape[-1], chunk_bytes)
+    rows = max(1, min(d, chunk_bytes // max(1, row_bytes)))
     eye = torch.eye(d, dtype=out_row.dtype, device=out_row.device)
     parts = []
     for start in range(0, d, rows):
@@ -181,7 +191,7 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
             with torch.enable_grad():
                 x = call.hidden.clone().requires_grad_(True)  # (1, d): the last token
                 out = call(x)[0] - x[0]
-                J = _sweep(out, x, chunk_bytes)[:, 0].detach()
+                J = _sweep(out, x, chunk_bytes, _row_bytes(model, 1, len(ids)))[:, 0].detach()
         _check_finite(J, layer, (len(ids) - 1, len(ids) - 1))
         yield layer, J
 
@@ -239,6 +249,20 @@ def _recorded_attention(call):
     return x, y, seen
 
 
+def _vjp_rows(outputs, x, cotangents, chunk_bytes):
+    """``sum_i c_i^T d outputs_i / d x`` for every row of the cotangents (one per output,
+    ``(N, *)`` each), by chunked batched reverse sweeps: ``(N, d)`` float32. The graph is kept."""
+    n, d = cotangents[0].shape[0], x.shape[-1]
+    # one row's cotangents, and the gradients through the projections and the norm
+    rows = max(1, min(n, chunk_bytes // (4 * (sum(t.numel() for t in outputs) + 4 * d))))
+    out = []
+    for start in range(0, n, rows):
+        cots = [c[start : start + rows].reshape(-1, *t.shape).to(t.dtype) for c, t in zip(cotangents, outputs)]
+        (grad,) = torch.autograd.grad(outputs, x, grad_outputs=cots, retain_graph=True, is_grads_batched=True)
+        out.append(grad.reshape(len(cots[0]), d).float())
+    return torch.cat(out)
+
+
 def _split_jacobian(adapter, call, chunk_bytes):
     """``J^l_{TT}`` of the last token, attention differentiated through its queries, keys and
     values only, the rest of the block in closed form; None where the block does not allow it.
@@ -246,15 +270,18 @@ def _split_jacobian(adapter, call, chunk_bytes):
     With context keys ``k_j`` and values ``v_j`` fixed, head ``h`` (key/value head ``g``) outputs
     ``o_h = sum_j a_hj v_gj``, ``a_h = softmax(c(l_h) + mask)``, ``l_hj = s q_h . k_gj`` (``c`` the
     soft-cap, if any), so ``d o_h = a_hT d v_gT + sum_j a_hj c'_hj (v_gj - o_h) d l_hj``. Through
-    ``W_o`` the sublayer's Jacobian is one batched reverse sweep of the d output rows over the
-    query, the new key and the new value only (their projections, norms and rotary embeddings
-    stay autograd's, so no family is special-cased), never through the context's keys; the
+    ``W_o`` the sublayer's Jacobian comes from batched reverse sweeps over the query, the new key
+    and the new value only (their projections, norms and rotary embeddings stay autograd's, so
+    no family is special-cased), never through the context's keys: the d rows of ``W_o`` at once,
+    or, when the ``H T`` logits are fewer than d, each logit's gradient times ``W_o B``. The
     post-norm, the MLP and the residual product are the closed form of
     :func:`crosslayer.jacobian.branch_jacobian_with_attention`. The block's own output checks
     the decomposition: a block it does not describe falls back to the generic sweep.
     """
     from crosslayer.jacobian import branch_jacobian_with_attention
 
+    if not adapter.closed_form or adapter.token_input_width:
+        return None
     try:
         parts = adapter.block_parts(call.block)
         x, y, seen = _recorded_attention(call)
@@ -263,8 +290,9 @@ def _split_jacobian(adapter, call, chunk_bytes):
     module, query, key, value, mask, kwargs, out, weights = seen["attention"]
     k_new, v_new = seen["k_new"], seen["v_new"]
     H, Hkv, dh = query.shape[1], key.shape[1], query.shape[-1]
-    if (not torch.isfinite(y).all() or query.shape[0] != 1 or query.shape[2] != 1 or weights is None or H % Hkv or H * dh != parts.w_o.shape[1]
-            or not torch.equal(key[:, :, -1:], k_new) or not torch.equal(value[:, :, -1:], v_new)):
+    if (not torch.isfinite(y).all() or query.shape[0] != 1 or query.shape[2] != 1 or weights is None or H % Hkv
+            or H * dh != parts.w_o.shape[1] or not torch.equal(key[:, :, -1:], k_new)
+            or not torch.equal(value[:, :, -1:], v_new)):
         return None
     with torch.no_grad():
         q = query[0, :, 0].float()  # (H, dh)
@@ -288,22 +316,25 @@ def _split_jacobian(adapter, call, chunk_bytes):
         W_o = parts.w_o.to(device=q.device, dtype=torch.float32).reshape(d, H, dh)
         B = (a * slope)[..., None] * (V - o[:, None])  # d o_h / d l_hj, (H, T, dh)
         WB = torch.einsum("rhe,hte->rht", W_o, B)  # (d, H, T)
-        cot_q = scaling * torch.einsum("rht,hte->rhe", WB, K)
-        cot_k = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, scaling * WB[..., -1:] * q)
         cot_v = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, a[:, -1, None] * W_o)
         attn_out = o.reshape(-1) @ W_o.reshape(d, -1).T
         if parts.b_o is not None:
             attn_out = attn_out + parts.b_o.to(attn_out)
-    rows = _rows_per_chunk(d, 8, chunk_bytes)
-    parts_J = []
-    for start in range(0, d, rows):
-        stop = min(d, start + rows)
-        cots = [c[start:stop].reshape(stop - start, *t.shape).to(t.dtype)
-                for c, t in ((cot_q, query), (cot_k, k_new), (cot_v, v_new))]
-        (grad,) = torch.autograd.grad((query, k_new, v_new), x, grad_outputs=cots, retain_graph=stop < d,
-                                      is_grads_batched=True)
-        parts_J.append(grad[:, 0].float())
-    J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], torch.cat(parts_J), attn_out)
+        T, heads = K.shape[1], torch.arange(H, device=q.device)
+        if H * T < d:  # each logit's gradient, then W_o B times them: H T rows instead of d
+            cot_q = torch.zeros(H, T, H, dh, device=q.device)
+            cot_q[heads, :, heads] = scaling * K
+            cot_k = torch.zeros(H, T, Hkv, dh, device=q.device)
+            cot_k[heads, -1, group] = scaling * q
+        else:  # W_o B's d rows pulled back through the queries and the new key, with the value's
+            cot_q = scaling * torch.einsum("rht,hte->rhe", WB, K)
+            cot_k = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, scaling * WB[..., -1:] * q)
+    if H * T < d:
+        logit_rows = _vjp_rows((query, k_new), x, (cot_q.reshape(H * T, -1), cot_k.reshape(H * T, -1)), chunk_bytes)
+        J_attn = torch.addmm(_vjp_rows((v_new,), x, (cot_v,), chunk_bytes), WB.reshape(d, H * T), logit_rows)
+    else:
+        J_attn = _vjp_rows((query, k_new, v_new), x, (cot_q, cot_k, cot_v), chunk_bytes)
+    J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], J_attn, attn_out)
     if not torch.allclose(block_out, y.float(), rtol=1e-4, atol=1e-4 * float(y.abs().max())):
         return None
     return J.to(x.dtype)
@@ -334,12 +365,13 @@ def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAUL
     if any(not 0 <= t < T for t in outputs):
         raise ValueError(f"output tokens {list(outputs)} must lie in [0, {T})")
     call = block_calls(model, ids, layers=[layer])[layer]
+    row_bytes = _row_bytes(model, T, T)
     with torch.enable_grad():
         X = call.hidden.clone().requires_grad_(True)  # (T, d)
         out = call(X) - X
         for t2 in outputs:
             # rows t > t2 of X cannot reach out[t2]; the sweep returns exact zeros there
-            J = _sweep(out[t2], X, chunk_bytes)[:, : t2 + 1].transpose(0, 1).detach()  # (t2 + 1, d, d)
+            J = _sweep(out[t2], X, chunk_bytes, row_bytes)[:, : t2 + 1].transpose(0, 1).detach()  # (t2 + 1, d, d)
             _check_finite(J, layer, (f"0..{t2}", t2))
             yield t2, J
 
