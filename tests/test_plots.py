@@ -165,6 +165,24 @@ def test_block_grid_tiles_blocks_with_gaps_and_blanks_missing_cells():
     plt.close(fig)
 
 
+def test_coupling_graph_draws_every_layer_pair_stronger_where_more_coupled():
+    import matplotlib.pyplot as plt
+
+    from crosslayer.plots import plot_coupling_graph
+
+    M = -np.array([[0, 0.9, 0.5, 0.3], [0.7, 0, 0.4, 0.2], [0.5, 0.6, 0, 0.1], [0.3, 0.2, 0.1, 0]])
+    fig, ax = plt.subplots()
+    edges = plot_coupling_graph(ax, M, vmin=-0.8, vmax=-0.1)
+    widths, alpha = np.asarray(edges.get_linewidths()), edges.get_colors()[:, 3]
+    mean = -np.array([0.8, 0.5, 0.25, 0.5, 0.2, 0.1])  # pairs (0,1) (0,2) (0,3) (1,2) (1,3) (2,3), both directions
+    assert len(edges.get_segments()) == 6
+    order = np.argsort(mean)
+    assert np.all(np.diff(widths[order]) >= 0) and np.all(np.diff(alpha[order]) >= 0)
+    assert widths[0] == pytest.approx(0.3) and widths[-1] == pytest.approx(3.8)  # vmin -> thinnest, vmax -> widest
+    assert np.allclose(edges.get_segments()[0][0], [0, 1])  # layer 0 at the top
+    plt.close(fig)
+
+
 def test_trajectories_2d_draws_one_line_per_token_and_colours_by_depth():
     import matplotlib.pyplot as plt
 

@@ -164,6 +164,15 @@ def test_the_split_form_follows_a_soft_cap_on_the_scores():
         assert rel_err(J, ref) <= 1e-5 and rel_err(uncapped[layer], ref) > 1e-4, layer  # 10x the tolerance
 
 
+def test_the_split_form_sees_weights_changed_after_a_first_call():
+    model, ids = build("llama")
+    before = split_jacobians(model, ids)[0]
+    with torch.no_grad():
+        model.model.layers[0].mlp.up_proj.weight.mul_(1.5)  # in place: the cached constants are stale
+    after = split_jacobians(model, ids)[0]
+    assert rel_err(after, reference(model, ids, 0, TOKENS - 1, TOKENS - 1)) <= 1e-5 and rel_err(after, before) > 1e-2
+
+
 def test_a_block_the_closed_form_does_not_describe_falls_back_to_the_generic_sweep():
     model, ids = build("llama")
     model.model.layers[1].mlp.register_forward_hook(lambda module, args, out: 2 * out)

@@ -49,6 +49,7 @@ __all__ = [
     "iter_block_jacobians",
     "iter_block_jacobians_autograd",
     "mean_jacobian",
+    "prepare_branch",
     "single_token_block_fn",
 ]
 
@@ -339,7 +340,13 @@ def _chunk_jacobians(p, x, out=None):
     return J
 
 
-def branch_jacobian_with_attention(parts: BlockParts, x, attn_jacobian, attn_output):
+def prepare_branch(parts: BlockParts, device):
+    """The constants :func:`branch_jacobian_with_attention` needs (norm gains folded into the MLP
+    weights), to be reused for every token and prompt of one block while its weights stay."""
+    return _prepare(parts, device, attention=False)
+
+
+def branch_jacobian_with_attention(parts: BlockParts, x, attn_jacobian, attn_output, *, prepared=None):
     """The residual branch's Jacobian ``d (block(x) - x) / d x`` at one token, completed in
     closed form around an attention sublayer given from outside.
 
@@ -359,6 +366,8 @@ def branch_jacobian_with_attention(parts: BlockParts, x, attn_jacobian, attn_out
         included.
     attn_output : (d,) torch.Tensor
         ``A`` at ``x``.
+    prepared : optional
+        :func:`prepare_branch` of these parts on ``x``'s device.
 
     Returns
     -------
@@ -367,7 +376,7 @@ def branch_jacobian_with_attention(parts: BlockParts, x, attn_jacobian, attn_out
     out : (d,) torch.Tensor
         ``block(x)`` as these parts compute it (callers compare it with the live block's).
     """
-    p = _prepare(parts, x.device, attention=False)
+    p = prepared if prepared is not None else prepare_branch(parts, x.device)
     f = lambda t: t.to(device=x.device, dtype=torch.float32)  # noqa: E731
     x, L, out = f(x).reshape(1, -1), f(attn_jacobian)[None], f(attn_output).reshape(1, -1)
     with torch.no_grad():

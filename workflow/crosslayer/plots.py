@@ -22,6 +22,7 @@ __all__ = [
     "save_png_and_pdf",
     "depth_colors",
     "plot_block_grid",
+    "plot_coupling_graph",
     "plot_trajectories_2d",
     "CONTINUITY_SPACES",
     "projection_colors",
@@ -361,6 +362,44 @@ def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
     ax.set_xticks(centres(m), [str(c) for c in cols])
     ax.tick_params(length=0, labelsize="x-small")
     return image
+
+
+def plot_coupling_graph(ax, coupling, *, vmin, vmax, cmap="viridis"):
+    """Layers as nodes on a circle (layer 0 at the top, clockwise), every pair joined by an edge
+    whose width and opacity grow with their coupling (paper Fig. 1c-e).
+
+    Parameters
+    ----------
+    coupling : (L, L) array_like
+        Coupling of layer l on layer l''s basis (not symmetric); an edge shows the mean of both
+        directions. The diagonal is ignored.
+    vmin, vmax : float
+        Coupling drawn as no edge and as the strongest edge (share them between panels).
+
+    Returns
+    -------
+    matplotlib.collections.LineCollection
+        One segment per pair ``l < l'``, in row-major order.
+    """
+    from matplotlib.collections import LineCollection
+
+    M = np.asarray(coupling, dtype=float)
+    L = M.shape[0]
+    angle = np.pi / 2 - 2 * np.pi * np.arange(L) / L
+    xy = np.stack([np.cos(angle), np.sin(angle)], 1)
+    i, j = np.triu_indices(L, 1)
+    strength = np.clip((0.5 * (M[i, j] + M[j, i]) - vmin) / max(vmax - vmin, 1e-12), 0, 1)
+    strength = np.nan_to_num(strength)
+    colors = np.zeros((len(i), 4))
+    colors[:, 3] = 0.05 + 0.9 * strength
+    edges = LineCollection(np.stack([xy[i], xy[j]], 1), colors=colors, linewidths=0.3 + 3.5 * strength, zorder=1)
+    ax.add_collection(edges)
+    ax.scatter(*xy.T, c=np.arange(L), cmap=cmap, s=max(12, 220 / max(L, 1) ** 0.5), zorder=2, edgecolors="white")
+    for layer in pick_steps(range(L), 8):  # a few labels; every layer on small models
+        ax.annotate(str(layer), 1.13 * xy[layer], ha="center", va="center", fontsize="x-small")
+    ax.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
+    ax.set_axis_off()
+    return edges
 
 
 def plot_trajectories_2d(ax, coords, *, cmap="viridis"):

@@ -27,6 +27,7 @@ of benchmarks and tests.
 """
 
 import sys
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -249,6 +250,22 @@ def _recorded_attention(call):
     return x, y, seen
 
 
+_CONSTANTS = weakref.WeakKeyDictionary()  # block -> (weights' identity and versions, parts, prepared)
+
+
+def _block_constants(adapter, block, device):
+    """The block's closed-form parts and their prepared constants, kept while its weights stay
+    the same tensors unmodified (an in-place change bumps a tensor's version)."""
+    from crosslayer.jacobian import prepare_branch
+
+    key = (device, tuple((p.data_ptr(), p._version) for p in block.parameters()))
+    cached = _CONSTANTS.get(block)
+    if cached is None or cached[0] != key:
+        parts = adapter.block_parts(block)
+        cached = _CONSTANTS[block] = (key, parts, prepare_branch(parts, device))
+    return cached[1:]
+
+
 def _vjp_rows(outputs, x, cotangents, chunk_bytes):
     """``sum_i c_i^T d outputs_i / d x`` for every row of the cotangents (one per output,
     ``(N, *)`` each), by chunked batched reverse sweeps: ``(N, d)`` float32. The graph is kept."""
@@ -283,7 +300,7 @@ def _split_jacobian(adapter, call, chunk_bytes):
     if not adapter.closed_form or adapter.token_input_width:
         return None
     try:
-        parts = adapter.block_parts(call.block)
+        parts, prepared = _block_constants(adapter, call.block, call.hidden.device)
         x, y, seen = _recorded_attention(call)
     except (_NotSplittable, NotImplementedError, AttributeError, ValueError, KeyError, TypeError):
         return None
@@ -334,7 +351,7 @@ def _split_jacobian(adapter, call, chunk_bytes):
         J_attn = torch.addmm(_vjp_rows((v_new,), x, (cot_v,), chunk_bytes), WB.reshape(d, H * T), logit_rows)
     else:
         J_attn = _vjp_rows((query, k_new, v_new), x, (cot_q, cot_k, cot_v), chunk_bytes)
-    J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], J_attn, attn_out)
+    J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], J_attn, attn_out, prepared=prepared)
     if not torch.allclose(block_out, y.float(), rtol=1e-4, atol=1e-4 * float(y.abs().max())):
         return None
     return J.to(x.dtype)

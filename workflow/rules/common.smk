@@ -231,6 +231,7 @@ COUPLING_FIGURES = [
     "norms",
     "pca",
     "profile",
+    "graph",
 ]  # see plot_coupling
 
 

@@ -113,6 +113,7 @@ rule plot_coupling:
         norms=figure("coupling", "norms", "coupling_norms"),
         pca=figure("coupling", "pca", "coupling_pca"),
         profile=figure("coupling", "profile", "coupling_profile"),
+        graph=figure("coupling", "graph", "coupling_graph"),
         pdfs=expand(
             "results/figures/coupling/{{model}}.{name}.pdf",
             name=COUPLING_FIGURES,

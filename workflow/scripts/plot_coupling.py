@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.coupling_summary import TOKEN_WISE, load_checkpoint
-from crosslayer.plots import (format_step, plot_block_grid, plot_depth_profile, plot_trajectories_2d,
-                              save_png_and_pdf, set_step_axis)
+from crosslayer.plots import (format_step, pick_steps, plot_block_grid, plot_coupling_graph, plot_depth_profile,
+                              plot_trajectories_2d, save_png_and_pdf, set_step_axis)
 
 model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
                              snakemake.params.metric)
@@ -147,3 +147,18 @@ ax.set(ylabel=f"coupling with all other layers (K = {K_main})")
 ax.legend(frameon=False, fontsize="x-small")
 fig.suptitle(f"{model}: which layers are coupled with the rest")
 save(fig, "profile")
+
+# 8. layers as a graph, edges by mean coupling, at the first, a middle and the last step (Figs 1c-e)
+graph_steps = pick_steps(steps, 3)
+depthwise = by_step(tables["depthwise"], "other", K=K_main)
+matrices = {step: depthwise[step].reset_index().pivot(index="layer", columns="other", values="coupling_mean").to_numpy()
+            for step in graph_steps}
+pairs = np.concatenate([(M + M.T)[~np.eye(L, dtype=bool)] / 2 for M in matrices.values()])
+fig, axes = plt.subplots(1, len(graph_steps), figsize=(4.2 * len(graph_steps), 4.6), layout="constrained",
+                         squeeze=False)
+for ax, step in zip(axes[0], graph_steps):
+    plot_coupling_graph(ax, matrices[step], vmin=pairs.min(), vmax=pairs.max())
+    ax.set_title(f"step {format_step(step)}", fontsize="medium")
+fig.suptitle(f"{model}: layers joined by their mean depth-wise coupling (K = {K_main}, {metric}; edge width and "
+             f"opacity from {pairs.min():.2f} to {pairs.max():.2f})", fontsize="medium")
+save(fig, "graph")
