@@ -336,7 +336,7 @@ def test_bench_scale_times_every_stage_and_projects_by_its_unit(capsys):
     stages = list(SCALE_STAGES)
     assert list(rows)[:-2] == stages[:5] + ["schur_start"] + stages[5:] and "total" in rows
     full_units = {"activations": 8 * 300, "jacobians": 8 * 300, "per_sample_stats": 8 * 300, "spectra": 8,
-                  "schur": 2 * 8, "schur_start": 2, "topology": 2 * 8, "statistics": 8}
+                  "schur": 8, "schur_start": 2, "topology": 2 * 8, "statistics": 8}  # schur: both modes per layer
     for stage, units in full_units.items():
         seconds, measured, per_unit = float(rows[stage][1]), int(rows[stage][2]), float(rows[stage][3])
         value, unit = float(rows[stage][4]), rows[stage][5]

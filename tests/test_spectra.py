@@ -542,6 +542,23 @@ def test_schur_dose_response_in_torch_equals_numpy(monkeypatch, mode):
         np.testing.assert_allclose(torch_result[key], numpy_result[key], rtol=1e-12, err_msg=key)
 
 
+@pytest.mark.parametrize("width", [10, 300])  # NumPy and torch running products
+def test_both_modes_in_one_sweep_equal_separate_calls_and_draw_haar_once(monkeypatch, width):
+    Js = random_layers(3, width, seed=4)
+    kw = dict(alphas=(0.0, 0.5, 1.0), draws=2, seed=7, rank=min(8, width))
+    separate = {mode: S.schur_dose_response(Js, mode=mode, **kw) for mode in S.SCHUR_MODES}
+    draws, haar = [], S.haar_unitary
+    monkeypatch.setattr(S, "haar_unitary", lambda *a: draws.append(1) or haar(*a))
+    joint = S.schur_dose_responses(Js, modes=S.SCHUR_MODES, **kw)
+    assert len(draws) == 3 * 2  # layers x draws, not x modes
+    assert list(joint) == list(S.SCHUR_MODES)
+    for mode in S.SCHUR_MODES:
+        for key in ("dose", "dose_log_frobenius", "control_a", "control_b"):
+            np.testing.assert_array_equal(joint[mode][key], separate[mode][key], err_msg=f"{mode} {key}")
+    with pytest.raises(ValueError, match="`modes` must be distinct"):
+        S.schur_dose_responses(Js, modes=("J", "J"))
+
+
 def test_schur_dose_response_at_torch_width_runs_without_torch_imported_first():
     # the torch path imports torch itself (a library caller need not, unlike the workflow script)
     import os

@@ -638,9 +638,9 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     ``full_samples`` x ``checkpoints``.
 
     Units: activations, Jacobians and per-sample statistics cost per (layer, sample); spectra and
-    topology statistics per layer; Schur surgery per (layer, mode), two modes, composed from one
-    Schur form, one Haar draw and one product update (plus the last layer's d x d SVDs, once per
-    mode: ``schur_start``) because one layer alone takes half an hour at d = 4096; correlation graph
+    topology statistics per layer; Schur surgery per layer (two modes in one sweep, which share the
+    Haar draws), composed from one Schur form, one Haar draw and one product update (plus the last
+    layer's d x d SVDs, once per mode: ``schur_start``) because one layer alone takes half an hour at d = 4096; correlation graph
     and communities per snapshot (two per layer), measured on a synthetic ``full_samples`` x d
     snapshot with community structure (random weights' activations have none)."""
     import torch
@@ -719,9 +719,10 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         product = _BackwardProduct(rank, d_model >= TORCH_MIN_WIDTH)
         t_start, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # the last layer: a d x d SVD
         t_push, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # every other: r x d products + SVD
-        add("schur", f"per layer and mode: Schur form {t_schur:.1f} s + {draws} Haar draws x {t_haar:.1f} s + {runs} "
-            f"product updates x {t_push:.2f} s", t_schur + draws * t_haar + runs * t_push, 1,
-            full_layers * len(SCHUR_MODES))
+        modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws are shared
+        add("schur", f"per layer, {modes} modes: {modes} Schur forms x {t_schur:.1f} s + {draws} Haar draws x "
+            f"{t_haar:.1f} s + {modes * runs} product updates x {t_push:.2f} s",
+            modes * (t_schur + runs * t_push) + draws * t_haar, 1, full_layers)
         starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
         add("schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
             len(SCHUR_MODES))

@@ -5,7 +5,7 @@ start(snakemake)
 import numpy as np
 import pandas as pd
 
-from crosslayer.spectra import TORCH_MIN_WIDTH, dose_response_table, schur_dose_response
+from crosslayer.spectra import TORCH_MIN_WIDTH, dose_response_table, schur_dose_responses
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:
@@ -14,9 +14,7 @@ if Js.shape[-1] >= TORCH_MIN_WIDTH:  # the running products run in torch at this
     import torch
 
     torch.set_num_threads(snakemake.threads)
-tables = []
-for mode in params.modes:
-    result = schur_dose_response(Js, alphas=params.alphas, mode=mode, rank=min(params.rank, Js.shape[-1]), draws=params.draws,
-                                 seed=params.seed)
-    tables.append(dose_response_table(result).assign(mode=mode))
+results = schur_dose_responses(Js, modes=params.modes, alphas=params.alphas, rank=min(params.rank, Js.shape[-1]),
+                               draws=params.draws, seed=params.seed)  # the modes share each layer's Haar draws
+tables = [dose_response_table(result).assign(mode=mode) for mode, result in results.items()]
 pd.concat(tables).to_csv(snakemake.output.table, sep="\t", index=False)
