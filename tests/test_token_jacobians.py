@@ -164,6 +164,22 @@ def test_the_split_form_follows_a_soft_cap_on_the_scores():
         assert rel_err(J, ref) <= 1e-5 and rel_err(uncapped[layer], ref) > 1e-4, layer  # 10x the tolerance
 
 
+def test_prepared_constants_are_kept_within_their_budget(monkeypatch):
+    import crosslayer.token_jacobians as tj
+
+    model, ids = build("llama")
+    blocks = model.model.layers
+    split_jacobians(model, ids)
+    assert all(block in tj._CONSTANTS for block in blocks)  # 3 x 16 KiB of folded weights
+    monkeypatch.setattr(tj, "_CONSTANTS_BYTES", 2 * 4 * 2 * 64 * D)  # two blocks' gate and up
+    for block in blocks:
+        tj._CONSTANTS.pop(block, None)
+    found = split_jacobians(model, ids)
+    assert [block in tj._CONSTANTS for block in blocks] == [True, True, False]
+    for layer, J in found.items():  # the third, prepared per call, is as exact
+        assert rel_err(J, reference(model, ids, layer, TOKENS - 1, TOKENS - 1)) <= 1e-5
+
+
 def test_the_split_form_sees_weights_changed_after_a_first_call():
     model, ids = build("llama")
     before = split_jacobians(model, ids)[0]

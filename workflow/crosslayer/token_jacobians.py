@@ -250,20 +250,26 @@ def _recorded_attention(call):
     return x, y, seen
 
 
-_CONSTANTS = weakref.WeakKeyDictionary()  # block -> (weights' identity and versions, parts, prepared)
+_CONSTANTS = weakref.WeakKeyDictionary()  # block -> (weights' identity and versions, parts, prepared, bytes)
+# The prepared constants copy the MLP's input weights (norm gain folded in): 470 MB per layer of an
+# 8B model. Blocks are kept while the copies fit in this budget; the others are prepared per call.
+_CONSTANTS_BYTES = 1 << 30
 
 
 def _block_constants(adapter, block, device):
-    """The block's closed-form parts and their prepared constants, kept while its weights stay
-    the same tensors unmodified (an in-place change bumps a tensor's version)."""
+    """The block's closed-form parts and their prepared constants, kept (within the budget) while
+    its weights stay the same tensors unmodified (an in-place change bumps a tensor's version)."""
     from crosslayer.jacobian import prepare_branch
 
     key = (device, tuple((p.data_ptr(), p._version) for p in block.parameters()))
-    cached = _CONSTANTS.get(block)
+    cached = _CONSTANTS.pop(block, None)
     if cached is None or cached[0] != key:
         parts = adapter.block_parts(block)
-        cached = _CONSTANTS[block] = (key, parts, prepare_branch(parts, device))
-    return cached[1:]
+        size = 4 * sum(w.numel() for w in (parts.w_gate, parts.w_up) if w is not None)
+        cached = (key, parts, prepare_branch(parts, device), size)
+    if cached[3] + sum(entry[3] for entry in _CONSTANTS.values()) <= _CONSTANTS_BYTES:
+        _CONSTANTS[block] = cached
+    return cached[1:3]
 
 
 def _vjp_rows(outputs, x, cotangents, chunk_bytes):
