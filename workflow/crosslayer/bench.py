@@ -641,8 +641,9 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     topology statistics per layer; Schur surgery per layer (two modes in one sweep, which share the
     Haar draws), composed from one Schur form, one Haar draw and one product update (plus the last
     layer's d x d SVDs, once per mode: ``schur_start``) because one layer alone takes half an hour
-    at d = 4096; correlation graph and communities per snapshot (two per layer), measured on a synthetic ``full_samples`` x d
-    snapshot with community structure (random weights' activations have none)."""
+    at d = 4096; correlation graph and communities per snapshot (two per layer), measured on a
+    synthetic ``full_samples`` x d snapshot with community structure (random weights' activations
+    have none)."""
     import torch
     import transformers
 

@@ -343,20 +343,19 @@ def _split_jacobian(adapter, call, chunk_bytes):
         attn_out = o.reshape(-1) @ W_o.reshape(d, -1).T
         if parts.b_o is not None:
             attn_out = attn_out + parts.b_o.to(attn_out)
+        # (the reverse sweeps run on the graph recorded above; no_grad only keeps these products off it)
         T, heads = K.shape[1], torch.arange(H, device=q.device)
         if H * T < d:  # each logit's gradient, then W_o B times them: H T rows instead of d
-            cot_q = torch.zeros(H, T, H, dh, device=q.device)
-            cot_q[heads, :, heads] = scaling * K
-            cot_k = torch.zeros(H, T, Hkv, dh, device=q.device)
-            cot_k[heads, -1, group] = scaling * q
+            cot_q = torch.zeros(H * T, H, dh, device=q.device)
+            cot_q.view(H, T, H, dh)[heads, :, heads] = scaling * K
+            cot_k = torch.zeros(H * T, Hkv, dh, device=q.device)
+            cot_k.view(H, T, Hkv, dh)[heads, -1, group] = scaling * q
+            logit_rows = _vjp_rows((query, k_new), x, (cot_q, cot_k), chunk_bytes)  # (H T, d)
+            J_attn = torch.addmm(_vjp_rows((v_new,), x, (cot_v,), chunk_bytes), WB.reshape(d, H * T), logit_rows)
         else:  # W_o B's d rows pulled back through the queries and the new key, with the value's
             cot_q = scaling * torch.einsum("rht,hte->rhe", WB, K)
             cot_k = torch.zeros(d, Hkv, dh, device=q.device).index_add_(1, group, scaling * WB[..., -1:] * q)
-    if H * T < d:
-        logit_rows = _vjp_rows((query, k_new), x, (cot_q.reshape(H * T, -1), cot_k.reshape(H * T, -1)), chunk_bytes)
-        J_attn = torch.addmm(_vjp_rows((v_new,), x, (cot_v,), chunk_bytes), WB.reshape(d, H * T), logit_rows)
-    else:
-        J_attn = _vjp_rows((query, k_new, v_new), x, (cot_q, cot_k, cot_v), chunk_bytes)
+            J_attn = _vjp_rows((query, k_new, v_new), x, (cot_q, cot_k, cot_v), chunk_bytes)
     J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], J_attn, attn_out, prepared=prepared)
     if not torch.allclose(block_out, y.float(), rtol=1e-4, atol=1e-4 * float(y.abs().max())):
         return None

@@ -34,6 +34,14 @@ def by_step(table, index, **query):
     return {step: part.set_index(index) for step, part in table.groupby("step")}
 
 
+depthwise = by_step(tables["depthwise"], "other", K=K_main)
+
+
+def coupling_matrix(step):
+    """(L, L) mean coupling of layer l (rows) on layer l''s basis at the largest K."""
+    return depthwise[step].reset_index().pivot(index="layer", columns="other", values="coupling_mean").to_numpy()
+
+
 # 1. depth-wise |A| grids (Fig. 3) and the mean coupling matrix, first vs last step
 L = data[steps[-1]]["depthwise"].shape[-1]
 window = range(max(0, L // 2 - 4), min(L, L // 2 - 4 + 8)) if L > 8 else range(L)
@@ -44,9 +52,8 @@ for col, step in enumerate(shown):
     axes[0, col].set(title=f"step {format_step(step)}: mean |A| (K = {K_fig})", xlabel="basis layer l'",
                      ylabel="Jacobian layer l")
     fig.colorbar(image, ax=axes[0, col], shrink=0.7)
-    matrix = by_step(tables["depthwise"], "other", K=K_main)[step]
-    pivot = matrix.reset_index().pivot(index="layer", columns="other", values="coupling_mean").to_numpy()
-    mesh = axes[1, col].imshow(np.where(np.eye(L, dtype=bool), np.nan, pivot), cmap="viridis", vmin=-1, vmax=0)
+    mesh = axes[1, col].imshow(np.where(np.eye(L, dtype=bool), np.nan, coupling_matrix(step)), cmap="viridis",
+                               vmin=-1, vmax=0)
     axes[1, col].set(title=f"mean coupling (K = {K_main}, {metric})", xlabel="basis layer l'", ylabel="layer l",
                      xticks=range(L), yticks=range(L))
     fig.colorbar(mesh, ax=axes[1, col], shrink=0.7, label="coupling = − mis-coupling")
@@ -150,9 +157,7 @@ save(fig, "profile")
 
 # 8. layers as a graph, edges by mean coupling, at the first, a middle and the last step (Figs 1c-e)
 graph_steps = pick_steps(steps, 3)
-depthwise = by_step(tables["depthwise"], "other", K=K_main)
-matrices = {step: depthwise[step].reset_index().pivot(index="layer", columns="other", values="coupling_mean").to_numpy()
-            for step in graph_steps}
+matrices = {step: coupling_matrix(step) for step in graph_steps}
 pairs = np.concatenate([(M + M.T)[~np.eye(L, dtype=bool)] / 2 for M in matrices.values()])
 fig, axes = plt.subplots(1, len(graph_steps), figsize=(4.2 * len(graph_steps), 4.6), layout="constrained",
                          squeeze=False)
