@@ -533,11 +533,14 @@ def test_schur_dose_response_in_torch_equals_numpy(monkeypatch, mode):
     Js = random_layers(4, 10, seed=8)
     numpy_result = S.schur_dose_response(Js, mode=mode, draws=2, seed=3)
     monkeypatch.setattr(S, "TORCH_MIN_WIDTH", 1)
-    calls, svd = [], torch.linalg.svd
-    monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or svd(*a, **k))
+    calls = {"svd": [], "svdvals": []}
+    for name in calls:
+        monkeypatch.setattr(torch.linalg, name, lambda *a, f=getattr(torch.linalg, name), c=calls[name], **k:
+                            c.append(1) or f(*a, **k))
     torch_result = S.schur_dose_response(Js, mode=mode, draws=2, seed=3)
-    # layers x doses x (dose + two controls per draw), but the last layer's dose SVDs also start control B
-    assert len(calls) == 4 * 6 * (1 + 2 * 2) - 6 * 2
+    # the last layer's d x d SVDs start every product (the dose's also start control B: doses x (1 + draws));
+    # every earlier layer takes one r x d svdvals per product: layers x doses x (dose + 2 controls x draws)
+    assert len(calls["svd"]) == 6 * (1 + 2) and len(calls["svdvals"]) == 3 * 6 * (1 + 2 * 2)
     for key in ("dose", "dose_log_frobenius", "control_a", "control_b"):
         np.testing.assert_allclose(torch_result[key], numpy_result[key], rtol=1e-12, err_msg=key)
 
@@ -594,15 +597,18 @@ def test_schur_dose_response_shapes_reproducible_and_alpha_one_matches():
 
 
 @pytest.mark.parametrize("mode", S.SCHUR_MODES)
-def test_schur_dose_response_equals_explicit_recomposition(mode):
-    L, d, seed = 3, 5, 2
+@pytest.mark.parametrize("d, rank", [(5, 3), (260, 40)])  # NumPy and torch running products
+def test_schur_dose_response_equals_explicit_recomposition(mode, d, rank):
+    # the running products never recompose a layer (bases applied lazily, no re-orthogonalization);
+    # the reference recomposes every layer and composes them by truncated SVDs
+    L, seed = 3, 2
     Js = random_layers(L, d, seed=16, scale=1.5)
     alphas = (0.0, 0.5, 1.5)
-    out = S.schur_dose_response(Js, alphas=alphas, mode=mode, rank=3, draws=2, seed=seed)
+    out = S.schur_dose_response(Js, alphas=alphas, mode=mode, rank=rank, draws=2, seed=seed)
     parts = [S.schur_parts(J, mode=mode) for J in Js]
     for i, alpha in enumerate(alphas):
         stack = [S.schur_recompose(Q, D, N, alpha, mode=mode) for Q, D, N in parts]
-        erank, log_fro = S.cumulative_effective_rank(stack, rank=3)
+        erank, log_fro = S.cumulative_effective_rank(stack, rank=rank)
         np.testing.assert_allclose(out["dose"][i], erank, rtol=1e-8)
         np.testing.assert_allclose(out["dose_log_frobenius"][i], log_fro, rtol=1e-8)
         for j in range(2):
@@ -613,7 +619,7 @@ def test_schur_dose_response_equals_explicit_recomposition(mode):
                 stack_a.append(S.schur_recompose(Q, D, R, alpha, mode=mode))
                 stack_b.append(S.schur_recompose(W, D, N, alpha, mode=mode))
             for key, stack in (("control_a", stack_a), ("control_b", stack_b)):
-                expected = S.cumulative_effective_rank(stack, rank=3)[0]
+                expected = S.cumulative_effective_rank(stack, rank=rank)[0]
                 np.testing.assert_allclose(out[key][j, i], expected, rtol=1e-8)
 
 

@@ -655,7 +655,10 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         DEFAULT_ALPHAS,
         SCHUR_MODES,
         TORCH_MIN_WIDTH,
-        _BackwardProduct,
+        _schur_triangle,
+        _SchurProduct,
+        _torch_of,
+        _triangle_svd,
         haar_unitary,
         per_sample_stats,
         schur_parts,
@@ -715,15 +718,19 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     if "schur" in stages:
         # composed from its parts (one of each): at d = 4096 a whole layer takes ~30 min on 2 cores
         draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
+        fast = d_model >= TORCH_MIN_WIDTH
         t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
-        t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
-        product = _BackwardProduct(rank, d_model >= TORCH_MIN_WIDTH)
-        t_start, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # the last layer: a d x d SVD
-        t_push, _ = _timed(lambda: product.push_schur(Q, D, N, 0.5, "J"), 1)  # every other: r x d products + SVD
-        modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws are shared
+        t_haar, W = _timed(lambda: haar_unitary(d_model, rng), 1)
+        Q, T = (_torch_of(Q), _torch_of(_schur_triangle(D, N, 0.5))) if fast else (Q, _schur_triangle(D, N, 0.5))
+        product = _SchurProduct(rank, fast)
+        t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
+        t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product
+        t_push, _ = _timed(lambda: product.push(C, T), 1)  # every other: two r x d x d products, r x d svdvals
+        modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws and their basis changes are shared
         add("schur", f"per layer, {modes} modes: {modes} Schur forms x {t_schur:.1f} s + {draws} Haar draws x "
-            f"{t_haar:.1f} s + {modes * runs} product updates x {t_push:.2f} s",
-            modes * (t_schur + runs * t_push) + draws * t_haar, 1, full_layers)
+            f"{t_haar:.1f} s + {modes + draws} basis changes x {t_basis:.2f} s + {modes * runs} product updates x "
+            f"{t_push:.2f} s", modes * (t_schur + runs * t_push) + draws * t_haar + (modes + draws) * t_basis, 1,
+            full_layers)
         starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
         add("schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
             len(SCHUR_MODES))

@@ -698,69 +698,80 @@ class _BackwardProduct:
 
     Only S and V^H are stored: multiplying an earlier layer on the right, ``U S V^H J_l``,
     has the singular values and right vectors of ``S V^H J_l`` because U has orthonormal
-    columns. With ``use_torch`` the products and SVDs run in torch (float64 / complex128, equal
-    to NumPy's to rounding), else in NumPy.
+    columns.
+    """
+
+    def __init__(self, rank):
+        self.rank = rank
+        self.s = None
+        self.vh = None
+        self.log_scale = 0.0
+
+    def push(self, J):
+        """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
+        _, s, vh = np.linalg.svd(J if self.s is None else self.s[:, None] * (self.vh @ J), full_matrices=False)
+        self.vh = vh[: self.rank]
+        self.log_scale, self.s, out = _rescale(self.log_scale, s[: self.rank])
+        return out
+
+
+def _rescale(log_scale, s):
+    """Divide singular values by their largest and add its log to ``log_scale``. Returns the
+    new log scale, the divided values, and ``(those as NumPy, log Frobenius norm)``."""
+    top = float(s[0])
+    if top > 0:
+        log_scale += math.log(top)
+        s = s / top
+    values = s if isinstance(s, np.ndarray) else s.numpy()
+    return log_scale, s, (values, log_scale + math.log(float(np.linalg.norm(values))) if top > 0 else -math.inf)
+
+
+class _SchurProduct:
+    """Running rank-r product ``J_L ... J_l`` of layers given as ``J = B T B^H`` (B unitary, T
+    upper triangular: a Schur form, its dose or a control), kept as ``P B_l^H``.
+
+    P is (r, d), scaled so that its largest singular value is 1 (the scale goes to a log), and
+    B_l, the basis of the layer pushed last, is never applied: the next push receives
+    ``C = B_l^H B_{l-1}``, one d x d product that every running product on the same chain of
+    bases shares (the dose and control A at every alpha share the Schur bases of a mode; control
+    B's draw j shares its Haar unitaries across alphas and modes). A push is ``P <- P C T`` (two
+    r x d x d products) and the singular values of the new P (values only). Truncation to rank r
+    happens once, at the start: every later product has rank r already, so P needs no
+    re-orthogonalization (its rows carry an absolute error ~ eps ||P|| per layer, as an SVD's
+    singular values do). With ``use_torch`` the arrays are float64 / complex128 CPU tensors,
+    else NumPy.
     """
 
     def __init__(self, rank, use_torch=False):
         self.rank = rank
         self.use_torch = use_torch
-        self.s = None
-        self.vh = None
+        self.p = None
         self.log_scale = 0.0
 
-    def _array(self, x):
-        return _torch_of(x) if self.use_torch else x
-
-    def push(self, J):
-        """Multiply J (the next, earlier layer) on the right; return (singular values, log||P||_F)."""
-        J = self._array(J)
-        return self._absorb(J if self.s is None else self.s[:, None] * (self.vh @ J))
-
-    def push_schur(self, Q, D, N, alpha, mode):
-        """Like ``push(schur_recompose(Q, D, N, alpha, mode=mode))`` without forming the d x d
-        matrix: ``V^H Q (D + alpha N) Q^H`` costs three r x d x d products instead of two
-        d x d x d ones."""
-        if self.s is None:
-            return self.start(self.svd_of(D, N, alpha, mode), Q)
-        Q = self._array(Q)
-        Z = ((self.vh @ Q) @ self._array(_schur_triangle(D, N, alpha))) @ Q.conj().T
-        if mode == "J - I":
-            Z += self.vh
-        return self._absorb(self.s[:, None] * Z)
-
-    def svd_of(self, D, N, alpha, mode):
-        """``(s, V^H)`` of the triangular ``T = D + alpha N`` (+ I in mode "J - I"): those of
-        ``B T B^H`` are ``s`` and ``V^H B^H`` for any unitary basis B, so one SVD serves every
-        basis that shares D and N (the dose and control B)."""
-        T = _schur_triangle(D, N, alpha)
-        if mode == "J - I":
-            T[np.diag_indices(T.shape[0])] += 1
-        _, s, vh = self._svd(T)
-        return s, vh
-
-    def start(self, svd_of_T, B):
-        """Begin with the last layer ``B T B^H`` from ``svd_of(...)`` of its T."""
+    def start(self, svd_of_T):
+        """Begin with the last layer ``B T B^H`` from :func:`_triangle_svd` of T: ``P = S V^H``
+        truncated to rank r (the product's own truncation: B rotates both sides)."""
         s, vh = svd_of_T
-        return self._keep(s, vh[: self.rank] @ self._array(B).conj().T)
+        self.log_scale, s, out = _rescale(self.log_scale, s[: self.rank])
+        self.p = (s.to(vh.dtype) if self.use_torch else s)[:, None] * vh[: self.rank]
+        return out
 
-    def _svd(self, M):
-        """Thin SVD in torch or NumPy (M converted first, which also imports torch)."""
-        M = self._array(M)
-        return (sys.modules["torch"].linalg.svd if self.use_torch else np.linalg.svd)(M, full_matrices=False)
+    def push(self, C, T):
+        """Multiply the next, earlier layer ``B T B^H`` on the right, given ``C = B_l^H B``;
+        return (singular values / their max, log||P||_F)."""
+        self.p = (self.p @ C) @ T
+        s = sys.modules["torch"].linalg.svdvals(self.p) if self.use_torch else np.linalg.svd(self.p, compute_uv=False)
+        if float(s[0]) > 0:
+            self.p /= float(s[0])
+        self.log_scale, _, out = _rescale(self.log_scale, s)
+        return out
 
-    def _absorb(self, M):
-        _, s, vh = self._svd(M)
-        return self._keep(s, vh)
 
-    def _keep(self, s, vh):
-        self.s, self.vh = s[: self.rank], vh[: self.rank]
-        top = float(self.s[0])
-        if top > 0:
-            self.log_scale += math.log(top)
-            self.s = self.s / top
-        s = self.s.numpy() if self.use_torch else self.s
-        return s, (self.log_scale + math.log(float(np.linalg.norm(s)))) if top > 0 else -math.inf
+def _triangle_svd(T, use_torch):
+    """``(s, V^H)`` of a triangle T: those of ``B T B^H`` are ``s`` and ``V^H B^H`` for any
+    unitary B, so one SVD starts every product whose last layer shares T (the dose, control B)."""
+    _, s, vh = (sys.modules["torch"].linalg.svd if use_torch else np.linalg.svd)(T, full_matrices=False)
+    return s, vh
 
 
 def _torch_of(x):
@@ -881,10 +892,11 @@ def schur_recompose(Q, D, N, alpha, *, mode="J"):
     return out
 
 
-def _schur_triangle(D, N, alpha):
-    """The upper-triangular ``diag(D) + alpha N`` of a Schur form at dose alpha (a new array)."""
+def _schur_triangle(D, N, alpha, mode="J"):
+    """The upper-triangular ``diag(D) + alpha N`` of a Schur form at dose alpha (a new array),
+    plus I in mode "J - I" (``Q T Q^H + I = Q (T + I) Q^H``)."""
     T = alpha * N
-    T[np.diag_indices(T.shape[0])] += D
+    T[np.diag_indices(T.shape[0])] += D + (1 if mode == "J - I" else 0)
     return T
 
 
@@ -1012,40 +1024,49 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
     # one running product per (mode, construction, draw, alpha); layers streamed backward so each
     # Schur form is computed once and no per-layer factors are stored
     fast = d >= TORCH_MIN_WIDTH
-    dose = {m: [_BackwardProduct(r, fast) for _ in range(A)] for m in modes}
-    ctrl_a = {m: [[_BackwardProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
-    ctrl_b = {m: [[_BackwardProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+    array = _torch_of if fast else np.asarray
+    dose = {m: [_SchurProduct(r, fast) for _ in range(A)] for m in modes}
+    ctrl_a = {m: [[_SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+    ctrl_b = {m: [[_SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
     out = {m: {"alphas": alphas, "dose": np.empty((A, L)), "dose_log_frobenius": np.empty((A, L)),
                "control_a": np.empty((draws, A, L)), "control_b": np.empty((draws, A, L))} for m in modes}
+    schur_bases, haar_bases = {}, {}  # the later layer's Q per mode and W per draw
     for layer in range(L - 1, -1, -1):
-        haar = {}  # draw -> this layer's W, shared by the modes
+        last = layer == L - 1
+        haar = {}  # draw -> (this layer's W, W_later^H W), shared by the modes
         for mode in modes:
             res = out[mode]
             Q, D, N = schur_parts(Js[layer], mode=mode)
+            Q = array(Q)
+            c_q = None if last else schur_bases[mode].conj().T @ Q  # the basis change of dose and control A
+            schur_bases[mode] = Q
+
+            def triangle(X, alpha):
+                return array(_schur_triangle(D, X, alpha, mode))
+
             # the last layer starts every product with a d x d SVD (at d = 4096 a minute each): the
-            # dose's SVD of D + alpha N also starts control B, whose W (D + alpha N) W^H shares it
-            shared = ([dose[mode][i].svd_of(D, N, alpha, mode) for i, alpha in enumerate(alphas)]
-                      if layer == L - 1 else None)
+            # dose's SVD of its triangle also starts control B, whose W T W^H shares it
+            shared = [_triangle_svd(triangle(N, alpha), fast) for alpha in alphas] if last else None
             for i, alpha in enumerate(alphas):
-                if shared:
-                    s, res["dose_log_frobenius"][i, layer] = dose[mode][i].start(shared[i], Q)
-                else:
-                    s, res["dose_log_frobenius"][i, layer] = dose[mode][i].push_schur(Q, D, N, alpha, mode)
+                product = dose[mode][i]
+                s, res["dose_log_frobenius"][i, layer] = (product.start(shared[i]) if last else
+                                                          product.push(c_q, triangle(N, alpha)))
                 res["dose"][i, layer] = effective_rank(s, power=power)
             for j in range(draws):
                 rng = np.random.default_rng([seed, j, layer])
                 R = random_strict_upper(N, rng)
                 if j not in haar:
-                    haar[j] = haar_unitary(d, rng)
-                W = haar[j]
+                    W = array(haar_unitary(d, rng))
+                    haar[j] = W, None if last else haar_bases[j].conj().T @ W
+                c_w = haar[j][1]
                 for i, alpha in enumerate(alphas):
-                    s, _ = ctrl_a[mode][j][i].push_schur(Q, D, R, alpha, mode)
+                    a, b = ctrl_a[mode][j][i], ctrl_b[mode][j][i]
+                    s, _ = (a.start(_triangle_svd(triangle(R, alpha), fast)) if last else
+                            a.push(c_q, triangle(R, alpha)))
                     res["control_a"][j, i, layer] = effective_rank(s, power=power)
-                    if shared:
-                        s, _ = ctrl_b[mode][j][i].start(shared[i], W)
-                    else:
-                        s, _ = ctrl_b[mode][j][i].push_schur(W, D, N, alpha, mode)
+                    s, _ = b.start(shared[i]) if last else b.push(c_w, triangle(N, alpha))
                     res["control_b"][j, i, layer] = effective_rank(s, power=power)
+        haar_bases = {j: W for j, (W, _) in haar.items()}
     return out
 
 
