@@ -86,13 +86,13 @@ def test_per_sample_stats_get_the_tensor_chunk_not_a_host_copy(model_and_acts, m
     import crosslayer.dynamics as dynamics
 
     seen = []
-    real = dynamics.per_sample_stats
+    real = dynamics.per_sample_stats_pair
 
     def spy(J, **kwargs):
         seen.append((type(J), kwargs))
         return real(J, **kwargs)
 
-    monkeypatch.setattr(dynamics, "per_sample_stats", spy)
+    monkeypatch.setattr(dynamics, "per_sample_stats_pair", spy)
     model, acts = model_and_acts
     dynamics.checkpoint_jacobian_stats(model, acts, spectra_dtype="float32", condition=False)
     assert seen and all(kind is torch.Tensor for kind, _ in seen)

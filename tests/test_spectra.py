@@ -168,6 +168,58 @@ def test_condition_numbers_without_an_svd_equal_the_svd(kappa, path, residual):
     assert [S.CONDITION_PATHS[i] for i in got["condition_path"]] == [path] * 5
 
 
+def _pair_cases():
+    d, rng = 40, np.random.default_rng(31)
+    near = random_layers(6, d, seed=30)  # J - I of norm ~0.3: the derived Gram matrix
+    ill = conditioned(4, d, 1e5, seed=32) + np.eye(d)  # J - I with kappa 1e5: inverse iteration
+    tiny = np.eye(d) + 1e-4 * rng.standard_normal((3, d, d))  # ||J - I|| << ||J|| + 1: J - I's own product
+    zero = 1e-3 * rng.standard_normal((2, d, d))  # J ~ 0, J - I ~ -I: no cancellation, derived
+    big = 1e20 * random_layers(2, d, seed=33)  # c = 1 / scale tiny: exact in the shared scale
+    cplx = near[:2] + 0.1j * rng.standard_normal((2, d, d)) / np.sqrt(d)
+    return {"near": (near, 0), "ill": (ill, 0), "tiny": (tiny, 3), "zero": (zero, 0), "big": (big, 0),
+            "complex": (cplx, 0)}
+
+
+@pytest.mark.parametrize("case", ["near", "ill", "tiny", "zero", "big", "complex"])
+def test_stats_of_j_and_j_minus_i_at_once_equal_two_calls(case, monkeypatch):
+    J, own = _pair_cases()[case]
+    J = torch.from_numpy(J)
+    expected = S.per_sample_stats(J, chunk=4) | {
+        f"{name}_res": values for name, values in S.per_sample_stats(J, residual=True, chunk=4).items()}
+    grams, gram = [], S._gram
+    monkeypatch.setattr(S, "_gram", lambda block: grams.append(block.shape[0]) or gram(block))
+    got = S.per_sample_stats_pair(J, chunk=4)
+    assert list(got) == list(expected)
+    for name, values in expected.items():
+        rtol = 0 if name.startswith("condition_path") else (1e-8 if name.startswith("condition") else 1e-12)
+        np.testing.assert_allclose(got[name], values, rtol=rtol, err_msg=name)
+    # one d^3 Gram product per J, plus one per sample whose J - I is too small for the derived one
+    assert sum(grams) == len(J) + own
+
+
+def test_stats_pair_derived_gram_keeps_the_participation_ratio_exact_to_the_loss_bound():
+    # the guard's edge: a J - I just above and just below the accepted loss, against NumPy (float64)
+    d = 30
+    base = np.random.default_rng(34).standard_normal((2, d, d)) / np.sqrt(d)
+    for eps in (0.05, 0.5):
+        J = np.eye(d) + eps * base
+        got = S.per_sample_stats_pair(torch.from_numpy(J))
+        np.testing.assert_allclose(got["participation_ratio_res"], S.participation_ratio(J, residual=True), rtol=1e-11)
+        np.testing.assert_allclose(got["condition_number_res"], S.condition_number(J, residual=True), rtol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stats_pair_on_numpy_and_float32_is_two_calls(dtype):
+    J = random_layers(3, 12, seed=35)
+    data = torch.from_numpy(J) if dtype == "float32" else J
+    got = S.per_sample_stats_pair(data, dtype=dtype, condition=False)
+    plain, res = S.per_sample_stats(data, dtype=dtype, condition=False), S.per_sample_stats(
+        data, residual=True, dtype=dtype, condition=False)
+    assert list(got) == ["frobenius", "participation_ratio", "frobenius_res", "participation_ratio_res"]
+    for name, values in (plain | {f"{k}_res": v for k, v in res.items()}).items():
+        np.testing.assert_array_equal(got[name], values)
+
+
 def test_clustered_smallest_singular_values_fall_back_to_the_svd():
     # 20 smallest singular values within 1e-3 of each other, a cluster wider than the iterated block
     d = 48

@@ -667,7 +667,7 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         _torch_of,
         _triangle_svd,
         haar_unitary,
-        per_sample_stats,
+        per_sample_stats_pair,
         schur_parts,
         spectral_profile,
     )
@@ -716,7 +716,7 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         if "jacobians" in stages:
             add("jacobians", f"closed form, {layers} layers x {samples} samples", seconds, layers * samples, full)
     if "per_sample_stats" in stages:
-        t, _ = _timed(_synchronized(lambda: [per_sample_stats(first, residual=r) for r in (False, True)], device), 1)
+        t, _ = _timed(_synchronized(lambda: per_sample_stats_pair(first), device), 1)
         add("per_sample_stats", "J and J - I of one sample, float64, with condition numbers", t, 1, full)
     Js = np.stack(means) if means else None
     if "spectra" in stages:

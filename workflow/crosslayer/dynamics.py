@@ -17,7 +17,8 @@ from crosslayer.jacobian import (
     single_token_block_fn,
 )
 from crosslayer.models import TOKENIZER_FILES, load_model
-from crosslayer.spectra import CONDITION_METHOD, CONDITION_PATHS, PER_SAMPLE_DTYPES, PER_SAMPLE_STATS, per_sample_stats, warn_unreliable_conditions
+from crosslayer.spectra import (CONDITION_METHOD, CONDITION_PATHS, PER_SAMPLE_DTYPES, PER_SAMPLE_STATS,
+                               per_sample_stats_pair, warn_unreliable_conditions)
 
 __all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations"]
 
@@ -50,7 +51,8 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         Wraps the layer iterator (e.g. ``tqdm``).
     spectra_dtype : {"float64", "float32"} or torch.float64 / torch.float32, default "float64"
         Precision of the per-sample statistics, computed with torch on `device` from each chunk
-        of Jacobians (no host copy; see :func:`crosslayer.spectra.per_sample_stats`). float32 is
+        of Jacobians, J and J - I together (no host copy; see
+        :func:`crosslayer.spectra.per_sample_stats_pair`). float32 is
         much faster on GPUs; its condition numbers are accurate only while ``kappa << 1e7``.
     condition : bool, default=True
         Compute the per-sample condition numbers (the only SVD); False leaves them out.
@@ -117,11 +119,9 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
         for start, J in chunks:
             total += J.sum(dim=0, dtype=torch.float64)
             stop = start + J.shape[0]
-            for suffix, residual in (("", False), ("_res", True)):
-                # the chunk stays where it was computed (e.g. CUDA); only (B,) results come back
-                stats = per_sample_stats(J, residual=residual, condition=condition, dtype=spectra_dtype)
-                for name, values in stats.items():
-                    result[name + suffix][layer, start:stop] = values
+            # J and J - I together; the chunk stays where it was computed (e.g. CUDA), only (B,) results come back
+            for name, values in per_sample_stats_pair(J, condition=condition, dtype=spectra_dtype).items():
+                result[name][layer, start:stop] = values
         result["mean"][layer] = (total / N).cpu().numpy()
         if condition:
             for suffix, what in (("", "J"), ("_res", "J - I")):
