@@ -727,7 +727,7 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
         fast = d_model >= TORCH_MIN_WIDTH
         t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
-        t_haar, W = _timed(lambda: haar_unitary(d_model, rng), 1)
+        t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
         Q, T = (_torch_of(Q), _torch_of(_schur_triangle(D, N, 0.5))) if fast else (Q, _schur_triangle(D, N, 0.5))
         product = _SchurProduct(rank, fast)
         t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD

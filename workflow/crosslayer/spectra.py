@@ -500,8 +500,10 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
     chunk is converted once and the Gram matrix of ``J - I`` comes from J's:
     ``(J - I)^H (J - I) = J^H J - J - J^H + I``, O(d^2) instead of a second d^3 product (measured
     2026-11-24 on 2 threads: 1.04-1.06x faster than two calls at d = 1024, where the eigenvalues
-    dominate, and 1.07-1.25x at d = 4096, where a float64 Gram product is 1.6-1.9 s). Its rounding error scales as ``(||J|| + 1)^2``
-    rather than ``||J - I||^2``: the participation ratio takes it while that loses at most a factor
+    dominate, and 1.07-1.25x at d = 4096, where a float64 Gram product is 1.6-1.9 s).
+
+    The derived matrix's rounding error scales as ``(||J|| + 1)^2`` rather than ``||J - I||^2``.
+    The participation ratio accepts it while that loses at most a factor
     :data:`_DERIVED_GRAM_LOSS` (in Frobenius norms; otherwise that sample's product is formed), and
     the condition number's Gram route accounts for it in its accuracy test (else inverse iteration
     or the SVD, as always). float32 and NumPy input run the two calls: in float32 the shared scaling
