@@ -728,7 +728,8 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         fast = d_model >= TORCH_MIN_WIDTH
         t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
         t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
-        Q, T = (_torch_of(Q), _torch_of(_schur_triangle(D, N, 0.5))) if fast else (Q, _schur_triangle(D, N, 0.5))
+        T = _schur_triangle(D, N, 0.5)
+        Q, T = (_torch_of(Q), _torch_of(T)) if fast else (Q, T)
         product = _SchurProduct(rank, fast)
         t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
         t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product

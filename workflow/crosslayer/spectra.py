@@ -454,7 +454,7 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
         if condition:
             parts["condition_path"] = []
         for _, block, scale in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
-            _torch_chunk_stats(parts, block, scale, _gram(block), condition)
+            _torch_chunk_stats(parts, block, scale, _gram(block), _torch_frobenius(block), condition)
         return {name: np.concatenate(values) for name, values in parts.items()}
     Jn = _check_stack("J", J, cast=False)
     for start in range(0, Jn.shape[0], chunk):
@@ -471,11 +471,11 @@ def _gram(block):
     return block.mH @ block
 
 
-def _torch_chunk_stats(parts, block, scale, gram, condition, gram_error=None):
+def _torch_chunk_stats(parts, block, scale, gram, fro, condition, gram_error=None):
     """Append one chunk's statistics to `parts` (lists per name), given its Gram matrices
-    (shared by the participation ratio and the condition number); return their eigenvalues
+    (shared by the participation ratio and the condition number) and Frobenius norms (of the
+    scaled block; the ratios do not see the scale); return the Gram matrices' eigenvalues
     (float64 (b, d), ascending) when the condition number computed them, else None."""
-    fro = _torch_frobenius(block)  # of the scaled block; the ratios below do not see the scale
     parts["participation_ratio"].append(_torch_participation(block, fro, gram).cpu().numpy())
     parts["frobenius"].append((fro * scale).cpu().numpy())
     if not condition:
@@ -518,8 +518,8 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
     names = list(PER_SAMPLE_STATS if condition else PER_SAMPLE_STATS[:2]) + (["condition_path"] if condition else [])
     plain, res = {name: [] for name in names}, {name: [] for name in names}
     for _, block, scale in _torch_blocks(J, residual=False, chunk=chunk, dtype=dtype):
-        gram = _gram(block)
-        lam = _torch_chunk_stats(plain, block, scale, gram, condition)
+        gram, fro = _gram(block), _torch_frobenius(block)
+        lam = _torch_chunk_stats(plain, block, scale, gram, fro, condition)
         # J - I in J's scale: subtract c = 1 / scale (a power of two, so exact) from the diagonal; J's
         # Gram matrix becomes J - I's in place (per matrix: full-chunk temporaries cost more than they save)
         c = (1 / scale).to(block.real.dtype)
@@ -528,12 +528,12 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
         for i, ci in enumerate(c.tolist()):
             gram[i].sub_(block[i], alpha=ci).sub_(block[i].mH, alpha=ci).diagonal().add_(ci * ci)
         # rounding of the derived Gram matrix: eps times (||J|| + c)^2, against ||J - I||^2 for the product
-        fro, fro_res = _torch_frobenius(block), _torch_frobenius(residual)
+        fro_res = _torch_frobenius(residual)
         own = (fro + c * math.sqrt(block.shape[-1])) ** 2 > _DERIVED_GRAM_LOSS * fro_res**2
         if own.any():
             gram[own] = _gram(residual[own])
         error = None if lam is None else torch.where(own, 0.0, (lam[:, -1].clamp(min=0).sqrt() + c) ** 2)
-        _torch_chunk_stats(res, residual, scale, gram, condition, error)
+        _torch_chunk_stats(res, residual, scale, gram, fro_res, condition, error)
         del gram, residual
     return ({name: np.concatenate(values) for name, values in plain.items()} |
             {f"{name}_res": np.concatenate(values) for name, values in res.items()})
