@@ -220,6 +220,26 @@ def test_stats_pair_on_numpy_and_float32_is_two_calls(dtype):
         np.testing.assert_array_equal(got[name], values)
 
 
+@pytest.mark.parametrize("complex_", [False, True])
+def test_gram_extremes_equal_the_ends_of_the_full_spectrum(complex_):
+    # the CPU route (tridiagonal reduction + bisection for two eigenvalues) against NumPy's full
+    # eigvalsh: sizes 1-3, a wide spread, a singular Gram matrix, an exact double end eigenvalue
+    rng = np.random.default_rng(0)
+    grams = []
+    for d in (1, 2, 3, 64):
+        X = rng.standard_normal((d, d)) + (1j * rng.standard_normal((d, d)) if complex_ else 0)
+        grams.append(X.conj().T @ X)
+    Q = np.linalg.qr(rng.standard_normal((64, 64)))[0]
+    grams.append(Q @ np.diag(np.logspace(3, -9, 64)) @ Q.T)  # kappa 1e12
+    grams.append(Q @ np.diag(np.r_[0.0, np.linspace(1, 2, 62), 2.0]) @ Q.T)  # singular, top twice
+    for G in grams:
+        t = torch.from_numpy(np.ascontiguousarray(G, dtype=np.complex128 if complex_ else np.float64))[None]
+        ends = S._gram_extremes(t).numpy()[0]
+        lam = np.linalg.eigvalsh(G)
+        np.testing.assert_allclose(ends, lam[[0, -1]], rtol=0, atol=1e-13 * lam[-1])
+    assert S._gram_extremes(torch.zeros(3, 4, 4, dtype=torch.float64)).abs().max() == 0
+
+
 def test_clustered_smallest_singular_values_fall_back_to_the_svd():
     # 20 smallest singular values within 1e-3 of each other, a cluster wider than the iterated block
     d = 48
