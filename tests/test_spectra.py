@@ -240,6 +240,46 @@ def test_gram_extremes_equal_the_ends_of_the_full_spectrum(complex_):
     assert S._gram_extremes(torch.zeros(3, 4, 4, dtype=torch.float64)).abs().max() == 0
 
 
+@pytest.mark.parametrize("complex_", [False, True])
+def test_gram_top_by_lanczos_equals_the_full_spectrum(complex_):
+    # ARPACK on the CPU from d = 64: a clustered top (s_2 / s_1 = 0.999), a kernel holding the ones
+    # vector (as LayerNorm Jacobians do), and a matrix below the width where the reduction is used
+    rng = np.random.default_rng(1)
+    for d, top_gap, ones_kernel in ((64, 0.999, False), (200, 0.5, True), (20, 0.9, False)):
+        U = np.linalg.qr(rng.standard_normal((d, d)) + (1j * rng.standard_normal((d, d)) if complex_ else 0))[0]
+        if ones_kernel:  # first column along 1, eigenvalue 0
+            U = np.linalg.qr(np.column_stack([np.ones(d), U[:, 1:]]))[0]
+        lam = np.r_[0.0 if ones_kernel else 0.5, np.linspace(0.5, top_gap, d - 2), 1.0] * 7.0
+        G = torch.from_numpy((U * lam) @ U.conj().T)
+        assert S._gram_top(G) == pytest.approx(7.0, rel=1e-11)
+
+
+def test_condition_route_skips_the_reduction_once_inverse_iteration_has_served(monkeypatch):
+    # ill-conditioned matrices (J - I of a layer): the first goes Gram route -> inverse iteration;
+    # the rest try inverse iteration first and need only s_max (Lanczos), never the reduction. A
+    # well-conditioned matrix in between makes the order fall back (inverse iteration does not
+    # converge on its clustered bottom), and the last one's clustered small values reach the SVD.
+    d = 64
+    rng = np.random.default_rng(41)
+    ill = conditioned(4, d, 1e6, seed=42)
+    well = conditioned(1, d, 3.0, seed=43)
+    s = np.concatenate([np.geomspace(10.0, 1.0, d - 20), 1e-5 * (1 + 1e-3 * np.arange(20))])
+    clustered = ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
+    J = np.concatenate([ill[:2], well, ill[2:], clustered[None]])
+    reductions, extremes = [], S._gram_extremes
+    monkeypatch.setattr(S, "_gram_extremes", lambda g: reductions.append(g.shape[0]) or extremes(g))
+    for chunk in (1, 3, 16):
+        reductions.clear()
+        got = S.per_sample_stats(torch.from_numpy(J), chunk=chunk)
+        np.testing.assert_allclose(got["condition_number"], S.condition_number(J), rtol=1e-8)
+        names = [S.CONDITION_PATHS[i] for i in got["condition_path"]]
+        assert names == ["inverse_iteration", "inverse_iteration", "gram", "inverse_iteration",
+                         "inverse_iteration", "svd"]
+        # reductions: the first matrix, the well-conditioned one (after inverse iteration failed
+        # on it), the one after it (its predecessor took the Gram route), the clustered one
+        assert sum(reductions) == 4
+
+
 def test_clustered_smallest_singular_values_fall_back_to_the_svd():
     # 20 smallest singular values within 1e-3 of each other, a cluster wider than the iterated block
     d = 48

@@ -195,8 +195,9 @@ CONDITION_METHOD = (
     "float64: s_max from the top eigenvalue of J^H J (CPU: LAPACK tridiagonal reduction and bisection for the two "
     "end eigenvalues; GPU: eigvalsh); s_min from its bottom one when d eps e <= 1e-8 s_min^2, e = s_max^2 (for "
     "J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from block inverse iteration "
-    "on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); float32: the "
-    "full SVD (path 2)")
+    "on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); a matrix whose "
+    "predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 then by Lanczos (ARPACK, "
+    "relative tolerance 1e-12, on the CPU from d = 64); float32: the full SVD (path 2)")
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 _INVERSE_TOL = 1e-10  # accepted relative residual of the Ritz value of (J^H J)^{-1}
 _INVERSE_BLOCK = 16  # vectors iterated together: a cluster of up to 15 small singular values still converges
@@ -259,11 +260,37 @@ def _gram_extremes(gram):
     return torch.from_numpy(ends)
 
 
-def _torch_condition(block, gram=None, gram_error=None, ends=None):
-    """(b,) float64 NumPy ``s_max / s_min`` of a chunk, and (b,) int8 :data:`CONDITION_PATHS` codes.
+_TOP_TOL = 1e-12  # ARPACK's relative accuracy of the Gram matrix's top eigenvalue (s_max^2)
+_TOP_MIN_WIDTH = 64  # below, the tridiagonal reduction is cheap and ARPACK's defaults do not apply
+
+
+def _gram_top(G):
+    """float64 top eigenvalue of one Hermitian matrix: on the CPU by ARPACK's Lanczos (relative
+    accuracy :data:`_TOP_TOL`, fixed start vector), 5-10x cheaper than the tridiagonal reduction at
+    d = 1024; small, non-converging or GPU matrices by :func:`_gram_extremes`."""
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
+
+    d = G.shape[-1]
+    if G.device.type == "cpu" and d >= _TOP_MIN_WIDTH:
+        from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+        # products by torch, like the LU around it: alternating with NumPy's BLAS threads cost 2x here
+        op = LinearOperator((d, d), matvec=lambda v: (G @ torch.from_numpy(v.ravel())).numpy(),
+                            dtype=G.numpy().dtype)
+        start = np.random.default_rng(0).standard_normal(d)  # reproducible; 1 is in LayerNorm Jacobians' kernel
+        try:
+            return float(eigsh(op, k=1, which="LA", tol=_TOP_TOL, v0=start, return_eigenvectors=False)[0])
+        except ArpackNoConvergence:
+            pass
+    return float(_gram_extremes(G[None])[0, 1])
+
+
+def _torch_condition(block, gram=None, gram_error=None, route=None):
+    """(b,) float64 NumPy ``s_max / s_min`` of a chunk, (b,) int8 :data:`CONDITION_PATHS` codes,
+    and (b,) float64 top eigenvalues of the Gram matrices (None for float32 blocks).
     ``gram_error``: (b,) scale of the given Gram matrices' rounding error in units of ``d eps``
-    (default their largest eigenvalue, right for a product ``J^H J``); ``ends``: their extreme
-    eigenvalues (:func:`_gram_extremes`) when already computed.
+    (default their largest eigenvalue, right for a product ``J^H J``). ``route``: a dict carried
+    across the chunks of one operator (see below).
 
     ``s_max^2`` is the top eigenvalue of the Gram matrix ``J^H J`` (relative error ~ d eps).
     ``s_min^2`` is its bottom eigenvalue only while the perturbation of forming and diagonalizing
@@ -271,29 +298,44 @@ def _torch_condition(block, gram=None, gram_error=None, ends=None):
     in float64; otherwise block inverse iteration on an LU of J, and the full SVD when that does
     not converge. Both of those are as accurate as the SVD (absolute error ~ eps s_max). float32
     blocks take the SVD: there the Gram route loses ~d eps_32 kappa^2 and inverse iteration,
-    stopped at float32's precision, was slower than the SVD on near-identity J."""
+    stopped at float32's precision, was slower than the SVD on near-identity J.
+
+    Matrices are taken in order, and one whose predecessor took inverse iteration tries it first:
+    the samples of one operator are alike (J - I of a layer is typically ill-conditioned, J is
+    not), and when it converges only s_max is needed, by Lanczos (:func:`_gram_top`) instead of
+    the tridiagonal reduction that would only confirm the Gram route's failure. Every path checks
+    its own accuracy, so the order decides the cost, and the recorded path only where two are
+    accurate."""
     torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
     if block.real.dtype != torch.float64:  # float32: neither shortcut is accurate enough (measured), so the SVD
         s = torch.linalg.svdvals(block)[:, [0, -1]].double().cpu().numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
-            return s[:, 0] / s[:, 1], np.full(len(s), CONDITION_PATHS.index("svd"), np.int8)
-    if ends is None:
-        ends = _gram_extremes(block.mH @ block if gram is None else gram)
-    smax2, smin2 = ends[:, 1], ends[:, 0].clamp(min=0)
-    error = smax2 if gram_error is None else torch.maximum(smax2, gram_error)
-    gram_ok = (block.shape[-1] * np.finfo(np.float64).eps * error <= _GRAM_TOL * smin2).cpu().numpy()
-    smax = smax2.sqrt().cpu().numpy()
-    smin = smin2.sqrt().cpu().numpy()
-    path = np.where(gram_ok, 0, 1).astype(np.int8)
-    for i in np.flatnonzero(~gram_ok):
-        value = None if smax[i] == 0 else _torch_smin_inverse(block[i])
+            return s[:, 0] / s[:, 1], np.full(len(s), CONDITION_PATHS.index("svd"), np.int8), None
+    gram = block.mH @ block if gram is None else gram
+    route = {"inverse_first": False} if route is None else route
+    b, d = block.shape[0], block.shape[-1]
+    top2, smax, smin, path = np.empty(b), np.empty(b), np.empty(b), np.empty(b, np.int8)
+    for i in range(b):
+        value = _torch_smin_inverse(block[i]) if route["inverse_first"] else None
+        if value is not None:
+            top2[i], path[i] = _gram_top(gram[i]), 1
+        else:
+            low, top2[i] = _gram_extremes(gram[i : i + 1])[0].tolist()
+            error = top2[i] if gram_error is None else max(top2[i], float(gram_error[i]))
+            if d * np.finfo(np.float64).eps * error <= _GRAM_TOL * max(low, 0.0):
+                value, path[i] = math.sqrt(low), 0
+            else:
+                tried = route["inverse_first"] or top2[i] == 0
+                value, path[i] = (None if tried else _torch_smin_inverse(block[i])), 1
+        smax[i] = math.sqrt(max(top2[i], 0.0))
         if value is None:  # no convergence, singular or zero: the full SVD decides
             s = torch.linalg.svdvals(block[i]).double().cpu().numpy()
             smax[i], value, path[i] = s[0], s[-1], 2
         smin[i] = value
+        route["inverse_first"] = path[i] == 1
     with np.errstate(invalid="ignore", divide="ignore"):
-        return smax / smin, path
+        return smax / smin, path, torch.from_numpy(top2).to(block.device)
 
 
 def _torch_per_chunk(J, fn, *, residual, chunk, dtype):
@@ -412,7 +454,9 @@ def condition_number(J, *, residual=False, dtype="float64", chunk=16):
     _check_chunk(chunk)
     _dtype_name(dtype)
     if _is_tensor(J):
-        return _torch_per_chunk(J, lambda b, _: _torch_condition(b)[0], residual=residual, chunk=chunk, dtype=dtype)
+        route = {"inverse_first": False}
+        return _torch_per_chunk(J, lambda b, _: _torch_condition(b, route=route)[0], residual=residual, chunk=chunk,
+                                dtype=dtype)
     J = _strip(_check_stack("J", J), residual)
     s = np.linalg.svd(J, compute_uv=False)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -453,10 +497,12 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     converges in a few steps exactly when s_min is small and isolated (J - I with kappa 1e4 and
     beyond); the full SVD remains for the rest (clustered smallest singular values). Every path
     is accurate to about the SVD's own error, ``eps * kappa`` relative (tests compare them with
-    NumPy's SVD at kappa up to 1e6). Iterating on the extremes alone (Lanczos) was measured and
-    dropped: the top singular values of these Jacobians cluster (s_2 / s_1 = 0.98-0.998 on
-    random Llama and GPT-NeoX layers at d = 1024), so it took more than the SVD. With `dtype`
-    float32 the condition number stays the full SVD's.
+    NumPy's SVD at kappa up to 1e6). Once a matrix has needed inverse iteration, the next one of
+    the same operator tries it first and takes s_max alone by Lanczos (ARPACK): 5-10 ms at
+    d = 1024 against 45-50 ms for the tridiagonal reduction, even though the top singular values
+    of these Jacobians cluster (s_2 / s_1 = 0.98-0.998 on random Llama and GPT-NeoX layers).
+    Lanczos for s_min as well was measured and dropped: the bottom of the spectrum converges
+    far more slowly. With `dtype` float32 the condition number stays the full SVD's.
 
     Torch path. For a ``torch.Tensor`` input everything runs with torch on the tensor's device
     (no host copy of the Jacobians; ``J - I`` is formed on the device), chunk by chunk, in
@@ -483,8 +529,9 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     if _is_tensor(J):
         if condition:
             parts["condition_path"] = []
+        route = {"inverse_first": False} if condition else None
         for _, block, scale in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
-            _torch_chunk_stats(parts, block, scale, _gram(block), _torch_frobenius(block), condition)
+            _torch_chunk_stats(parts, block, scale, _gram(block), _torch_frobenius(block), route)
         return {name: np.concatenate(values) for name, values in parts.items()}
     Jn = _check_stack("J", J, cast=False)
     for start in range(0, Jn.shape[0], chunk):
@@ -501,21 +548,20 @@ def _gram(block):
     return block.mH @ block
 
 
-def _torch_chunk_stats(parts, block, scale, gram, fro, condition, gram_error=None):
+def _torch_chunk_stats(parts, block, scale, gram, fro, route, gram_error=None):
     """Append one chunk's statistics to `parts` (lists per name), given its Gram matrices
     (shared by the participation ratio and the condition number) and Frobenius norms (of the
-    scaled block; the ratios do not see the scale); return the Gram matrices' extreme eigenvalues
-    (:func:`_gram_extremes`) when the condition number computed them, else None."""
+    scaled block; the ratios do not see the scale); `route` is the condition number's (see
+    :func:`_torch_condition`), None without it. Return the Gram matrices' top eigenvalues when
+    the condition number computed them, else None."""
     parts["participation_ratio"].append(_torch_participation(block, fro, gram).cpu().numpy())
     parts["frobenius"].append((fro * scale).cpu().numpy())
-    if not condition:
+    if route is None:
         return None
-    torch = sys.modules["torch"]
-    ends = _gram_extremes(gram) if block.real.dtype == torch.float64 else None
-    kappa, path = _torch_condition(block, gram, gram_error, ends)
+    kappa, path, top = _torch_condition(block, gram, gram_error, route)
     parts["condition_number"].append(kappa)
     parts["condition_path"].append(path)
-    return ends
+    return top
 
 
 # Largest accepted ratio of the error scale of J - I's Gram matrix derived from J's to that of its
@@ -547,9 +593,10 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
     torch = sys.modules["torch"]
     names = list(PER_SAMPLE_STATS if condition else PER_SAMPLE_STATS[:2]) + (["condition_path"] if condition else [])
     plain, res = {name: [] for name in names}, {name: [] for name in names}
+    route, route_res = ({"inverse_first": False}, {"inverse_first": False}) if condition else (None, None)
     for _, block, scale in _torch_blocks(J, residual=False, chunk=chunk, dtype=dtype):
         gram, fro = _gram(block), _torch_frobenius(block)
-        ends = _torch_chunk_stats(plain, block, scale, gram, fro, condition)
+        top = _torch_chunk_stats(plain, block, scale, gram, fro, route)
         # J - I in J's scale: subtract c = 1 / scale (a power of two, so exact) from the diagonal; J's
         # Gram matrix becomes J - I's in place (per matrix: full-chunk temporaries cost more than they save)
         c = (1 / scale).to(block.real.dtype)
@@ -562,8 +609,8 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
         own = (fro + c * math.sqrt(block.shape[-1])) ** 2 > _DERIVED_GRAM_LOSS * fro_res**2
         if own.any():
             gram[own] = _gram(residual[own])
-        error = None if ends is None else torch.where(own, 0.0, (ends[:, 1].clamp(min=0).sqrt() + c) ** 2)
-        _torch_chunk_stats(res, residual, scale, gram, fro_res, condition, error)
+        error = None if top is None else torch.where(own, 0.0, (top.clamp(min=0).sqrt() + c) ** 2)
+        _torch_chunk_stats(res, residual, scale, gram, fro_res, route_res, error)
         del gram, residual
     return ({name: np.concatenate(values) for name, values in plain.items()} |
             {f"{name}_res": np.concatenate(values) for name, values in res.items()})
