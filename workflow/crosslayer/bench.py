@@ -397,7 +397,7 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
         closed_form_flops,
         single_token_block_fn,
     )
-    from crosslayer.spectra import per_sample_stats
+    from crosslayer.spectra import per_sample_stats_pair
 
     if threads:
         torch.set_num_threads(threads)
@@ -405,8 +405,9 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
           f"(ours: {samples} samples batched, best of 3; references on a few samples, see n)")
     print("x = speed-up vs the paper's method; GEMM = ours' FLOP/s / FLOP/s of a same-shaped float32 matmul timed in"
           " alternation with ours (best of 3 each);"
-          " spectra / spec32 = per-sample statistics of J (SVD + Gram) by the torch path in float64 / float32,"
-          " s per Jacobian; RSS = process peak so far, MiB")
+          " spectra / spec32 = per-sample statistics of J and J - I (norm, participation ratio, condition number)"
+          " as the dynamics stage computes them (per_sample_stats_pair, torch path) in float64 / float32, s per"
+          " operator (half a Jacobian's pair); RSS = process peak so far, MiB")
     print(f"{'layer':<9} {'d':>5} {'d_ff':>5} {'paper':>7} {'n':>2} {'vector':>7} {'x':>5} {'jacrev':>7} {'x':>5}"
           f" {'ours':>7} {'x':>6} {'GEMM':>5} {'err':>8} {'spectra':>7} {'spec32':>7} {'RSS':>6}")
     for style in styles:
@@ -430,15 +431,15 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
             t_vec, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="vectorized"), 1)
             t_rev, _ = _timed(lambda: block_jacobians_autograd(fn, x[:n_ref], method="jacrev"), 1)
             per = (t_paper / n_paper, t_vec / n_ref, t_rev / n_ref, t_ours / samples)
-            # the stage's other per-sample cost: one SVD each for condition number, and PR/Frobenius;
-            # J is a tensor, so this is the torch path on its device, as in the dynamics stage
-            t_svd, _ = _timed(lambda: per_sample_stats(J, dtype="float64"), 1)
-            t_svd32, _ = _timed(lambda: per_sample_stats(J, dtype="float32"), 1)
+            # the stage's other per-sample cost, J's and J - I's statistics in one call as the dynamics
+            # stage makes it; J is a tensor, so this is the torch path on its device
+            t_svd, _ = _timed(lambda: per_sample_stats_pair(J, dtype="float64"), 1)
+            t_svd32, _ = _timed(lambda: per_sample_stats_pair(J, dtype="float32"), 1)
             rss = max(rss, _peak_rss_mib())
             print(f"{style:<9} {d:>5} {parts.d_ff:>5} {per[0]:>7.3f} {n_paper:>2}"
                   f" {per[1]:>7.3f} {per[0] / per[1]:>4.1f}x"
                   f" {per[2]:>7.3f} {per[0] / per[2]:>4.1f}x {per[3]:>7.4f} {per[0] / per[3]:>5.1f}x"
-                  f" {fraction:>5.0%} {err:>8.1e} {t_svd / samples:>7.4f} {t_svd32 / samples:>7.4f} {rss:>6.0f}")
+                  f" {fraction:>5.0%} {err:>8.1e} {t_svd / samples / 2:>7.4f} {t_svd32 / samples / 2:>7.4f} {rss:>6.0f}")
             model = block = fn = J = ref = None  # free before the next size (del would confuse pyflakes)
 
 
@@ -712,12 +713,13 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
             t, J = _timed(_synchronized(lambda: block_jacobians(parts, x, layer=layer), device), 1)
             seconds += t
             means.append(J.double().mean(0).cpu().numpy())
-            first = J[:1] if first is None else first
+            first = J[:2] if first is None else first  # two: the second runs as the rest of a layer's samples
         if "jacobians" in stages:
             add("jacobians", f"closed form, {layers} layers x {samples} samples", seconds, layers * samples, full)
     if "per_sample_stats" in stages:
         t, _ = _timed(_synchronized(lambda: per_sample_stats_pair(first), device), 1)
-        add("per_sample_stats", "J and J - I of one sample, float64, with condition numbers", t, 1, full)
+        add("per_sample_stats", f"J and J - I of {len(first)} sample(s), float64, with condition numbers", t,
+            len(first), full)
     Js = np.stack(means) if means else None
     if "spectra" in stages:
         t, _ = _timed(lambda: spectral_profile(Js, rank=min(256, d_model), draws=1000), 1)
