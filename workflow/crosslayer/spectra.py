@@ -509,7 +509,8 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     `dtype`; only the (B,) results come back, as float64 NumPy. float64 (the default) agrees with
     the NumPy path to rounding. float32 is much faster on GPUs (roughly 10x or more on GPUs with
     reduced-rate float64, e.g. consumer and workstation cards; less on data-center GPUs with
-    half-rate float64); on a CPU it gains only 1.3-1.8x (the Gram product ~2.5x, the SVD little).
+    half-rate float64); on a CPU it is slower with condition numbers (about 2x at d = 1024, measured
+    2026-11-24: float32 keeps the full SVD) and faster only without them (the Gram product ~2.5x).
     Its Frobenius norm and participation ratio are accurate to ~1e-6 relative (a-priori bounds
     ``d eps_32`` and ``4 d eps_32``); its condition number to about
     ``eps_32 * kappa`` relative (singular values carry an absolute error ~ ``eps_32 * s_max``),
