@@ -193,10 +193,10 @@ def _torch_participation(block, fro, gram=None):
 CONDITION_PATHS = ("gram", "inverse_iteration", "svd")
 CONDITION_METHOD = (
     "float64: s_max from the top eigenvalue of J^H J (CPU below d = 2048: LAPACK tridiagonal reduction and bisection "
-    "for the two end eigenvalues; else eigvalsh); s_min from its bottom one when d eps e <= 1e-8 s_min^2, e = s_max^2 (for "
-    "J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from block inverse iteration "
-    "on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); a matrix whose "
-    "predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 then by Lanczos (ARPACK, "
+    "for the two end eigenvalues; else eigvalsh); s_min from its bottom one when d eps e <= 1e-8 s_min^2, "
+    "e = s_max^2 (for J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from block "
+    "inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); "
+    "a matrix whose predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 then by Lanczos (ARPACK, "
     "relative tolerance 1e-12, on the CPU from d = 64); float32: the full SVD (path 2)")
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 _INVERSE_TOL = 1e-10  # accepted relative residual of the Ritz value of (J^H J)^{-1}
@@ -506,7 +506,7 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     is accurate to about the SVD's own error, ``eps * kappa`` relative (tests compare them with
     NumPy's SVD at kappa up to 1e6). Once a matrix has needed inverse iteration, the next one of
     the same operator tries it first and takes s_max alone by Lanczos (ARPACK): 5-10 ms at
-    d = 1024 against 45-50 ms for the tridiagonal reduction, even though the top singular values
+    d = 1024 against 45-65 ms for the tridiagonal reduction, even though the top singular values
     of these Jacobians cluster (s_2 / s_1 = 0.98-0.998 on random Llama and GPT-NeoX layers).
     Lanczos for s_min as well was measured and dropped: the bottom of the spectrum converges
     far more slowly. With `dtype` float32 the condition number stays the full SVD's.
