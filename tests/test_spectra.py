@@ -221,9 +221,11 @@ def test_stats_pair_on_numpy_and_float32_is_two_calls(dtype):
 
 
 @pytest.mark.parametrize("complex_", [False, True])
-def test_gram_extremes_equal_the_ends_of_the_full_spectrum(complex_):
-    # the CPU route (tridiagonal reduction + bisection for two eigenvalues) against NumPy's full
-    # eigvalsh: sizes 1-3, a wide spread, a singular Gram matrix, an exact double end eigenvalue
+def test_gram_extremes_equal_the_ends_of_the_full_spectrum(complex_, monkeypatch):
+    # the CPU route (tridiagonal reduction + bisection for two eigenvalues), taken here at every
+    # width, against NumPy's full eigvalsh: sizes 1-3, a wide spread, a singular Gram matrix, an
+    # exact double end eigenvalue
+    monkeypatch.setattr(S, "_REDUCTION_WIDTHS", (1, 10**9))
     rng = np.random.default_rng(0)
     grams = []
     for d in (1, 2, 3, 64):
@@ -241,9 +243,10 @@ def test_gram_extremes_equal_the_ends_of_the_full_spectrum(complex_):
 
 
 @pytest.mark.parametrize("complex_", [False, True])
-def test_gram_top_by_lanczos_equals_the_full_spectrum(complex_):
-    # ARPACK on the CPU from d = 64: a clustered top (s_2 / s_1 = 0.999), a kernel holding the ones
-    # vector (as LayerNorm Jacobians do), and a matrix below the width where the reduction is used
+def test_gram_top_by_lanczos_equals_the_full_spectrum(complex_, monkeypatch):
+    # ARPACK, taken here from d = 32: a clustered top (s_2 / s_1 = 0.999), a kernel holding the
+    # ones vector (as LayerNorm Jacobians do), and a matrix below that width (eigenvalues instead)
+    monkeypatch.setattr(S, "_TOP_MIN_WIDTH", 32)
     rng = np.random.default_rng(1)
     for d, top_gap, ones_kernel in ((64, 0.999, False), (200, 0.5, True), (20, 0.9, False)):
         U = np.linalg.qr(rng.standard_normal((d, d)) + (1j * rng.standard_normal((d, d)) if complex_ else 0))[0]
@@ -266,6 +269,7 @@ def test_condition_route_skips_the_reduction_once_inverse_iteration_has_served(m
     s = np.concatenate([np.geomspace(10.0, 1.0, d - 20), 1e-5 * (1 + 1e-3 * np.arange(20))])
     clustered = ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
     J = np.concatenate([ill[:2], well, ill[2:], clustered[None]])
+    monkeypatch.setattr(S, "_TOP_MIN_WIDTH", 32)  # s_max by Lanczos at this width too, as from d = 512
     reductions, extremes = [], S._gram_extremes
     monkeypatch.setattr(S, "_gram_extremes", lambda g: reductions.append(g.shape[0]) or extremes(g))
     for chunk in (1, 3, 16):

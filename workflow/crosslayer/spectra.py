@@ -192,12 +192,13 @@ def _torch_participation(block, fro, gram=None):
 # How each condition number was computed (per_sample_stats' "condition_path"), cheapest first.
 CONDITION_PATHS = ("gram", "inverse_iteration", "svd")
 CONDITION_METHOD = (
-    "float64: s_max from the top eigenvalue of J^H J (CPU below d = 2048: LAPACK tridiagonal reduction and bisection "
-    "for the two end eigenvalues; else eigvalsh); s_min from its bottom one when d eps e <= 1e-8 s_min^2, "
+    "float64: s_max from the top eigenvalue of J^H J (CPU, 512 <= d < 2048: LAPACK tridiagonal reduction and "
+    "bisection for the two end eigenvalues; else eigvalsh); s_min from its bottom one when "
+    "d eps e <= 1e-8 s_min^2, "
     "e = s_max^2 (for J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from block "
     "inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); "
     "a matrix whose predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 then by Lanczos (ARPACK, "
-    "relative tolerance 1e-12, on the CPU from d = 64); float32: the full SVD (path 2)")
+    "relative tolerance 1e-12, on the CPU from d = 512); float32: the full SVD (path 2)")
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 _INVERSE_TOL = 1e-10  # accepted relative residual of the Ritz value of (J^H J)^{-1}
 _INVERSE_BLOCK = 16  # vectors iterated together: a cluster of up to 15 small singular values still converges
@@ -231,24 +232,27 @@ def _torch_smin_inverse(J):
     return None
 
 
-# Widths from which torch's eigvalsh (MKL) beats SciPy's tridiagonal reduction (OpenBLAS) on the
-# CPU; measured 2026-11-24 on 2 threads, reduction / eigvalsh: 0.06 / 0.13-0.18 s at d = 1024,
-# 0.19-0.24 / 0.33-0.78 at 1536, 0.51-0.56 / 0.42-0.59 at 2048, 2.1-2.5 / 1.0-1.4 at 3072 and
-# 7.9-8.3 / 2.4-2.5 at 4096 (past the cache, MKL's reduction is the better blocked one).
-_EIGVALSH_FROM_WIDTH = 2048
+# Widths at which SciPy's tridiagonal reduction (OpenBLAS) beats torch's eigvalsh (MKL) on the CPU
+# within the statistics (measured 2026-11-24 on 2 threads, reduction / eigvalsh): 0.06 / 0.13-0.18 s
+# at d = 1024, 0.19-0.24 / 0.33-0.78 at 1536, 0.51-0.56 / 0.42-0.59 at 2048, 2.1-2.5 / 1.0-1.4 at
+# 3072 and 7.9-8.3 / 2.4-2.5 at 4096 (past the cache, MKL's reduction is the better blocked one).
+# Below 512 the per-matrix calls, and OpenBLAS's threads alternating with torch's, cost more than
+# they save: the statistics at d = 128 took 3.6-4.3 ms per operator against 1.1-1.2 with eigvalsh.
+_REDUCTION_WIDTHS = (512, 2048)
 
 
 def _gram_extremes(gram):
     """(b, 2) float64 ``[lambda_min, lambda_max]`` of each Hermitian matrix in a chunk.
 
-    On the CPU below :data:`_EIGVALSH_FROM_WIDTH`, per matrix: LAPACK's Householder tridiagonal
+    On the CPU within :data:`_REDUCTION_WIDTHS`, per matrix: LAPACK's Householder tridiagonal
     reduction (``?sytrd``/``?hetrd``) and bisection (``dstebz``) for the two end eigenvalues
     only, as accurate as a full ``eigvalsh`` (absolute error ~ eps ||G||) and 2-3x faster than
-    torch's at d = 1024; the reduction is nearly all of the cost. Otherwise (wider, or on a GPU)
-    ``torch.linalg.eigvalsh``."""
+    torch's at d = 1024; the reduction is nearly all of the cost. Otherwise (other widths, or on a
+    GPU) ``torch.linalg.eigvalsh``."""
     torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
-    if gram.device.type != "cpu" or gram.shape[-1] >= _EIGVALSH_FROM_WIDTH:
+    low, high = _REDUCTION_WIDTHS
+    if gram.device.type != "cpu" or not low <= gram.shape[-1] < high:
         lam = torch.linalg.eigvalsh(gram)
         return lam[:, [0, -1]].double()
     from scipy.linalg import eigvalsh_tridiagonal, lapack
@@ -268,7 +272,7 @@ def _gram_extremes(gram):
 
 
 _TOP_TOL = 1e-12  # ARPACK's relative accuracy of the Gram matrix's top eigenvalue (s_max^2)
-_TOP_MIN_WIDTH = 64  # below, the tridiagonal reduction is cheap and ARPACK's defaults do not apply
+_TOP_MIN_WIDTH = 512  # below, one eigenvalue decomposition costs less than ARPACK's iterations (measured)
 
 
 def _gram_top(G):
