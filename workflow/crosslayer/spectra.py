@@ -193,12 +193,11 @@ def _torch_participation(block, fro, gram=None):
 CONDITION_PATHS = ("gram", "inverse_iteration", "svd")
 CONDITION_METHOD = (
     "float64: s_max from the top eigenvalue of J^H J (CPU, 512 <= d < 2048: LAPACK tridiagonal reduction and "
-    "bisection for the two end eigenvalues; else eigvalsh); s_min from its bottom one when "
-    "d eps e <= 1e-8 s_min^2, "
-    "e = s_max^2 (for J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from block "
-    "inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD (path 2); "
-    "a matrix whose predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 then by Lanczos (ARPACK, "
-    "relative tolerance 1e-12, on the CPU from d = 512); float32: the full SVD (path 2)")
+    "bisection for the two end eigenvalues; else eigvalsh); s_min from its bottom one when d eps e <= 1e-8 "
+    "s_min^2, e = s_max^2 (for J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from "
+    "block inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD "
+    "(path 2); a matrix whose predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 "
+    "then by Lanczos (ARPACK, relative tolerance 1e-12, on the CPU from d = 512); float32: the full SVD (path 2)")
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 _INVERSE_TOL = 1e-10  # accepted relative residual of the Ritz value of (J^H J)^{-1}
 _INVERSE_BLOCK = 16  # vectors iterated together: a cluster of up to 15 small singular values still converges
