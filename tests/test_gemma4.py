@@ -61,7 +61,6 @@ def test_projections_match_the_live_modules_layer_by_layer(model, tmp_path):
                 seen |= {"k_is_v"} if attn.v_proj is None else set()
                 torch.testing.assert_close(w["v"], value.weight, rtol=0, atol=0)
             seen |= {w["up"].shape[0], w["q"].shape[0]}
-        reader.check_complete()
         up, down = reader.mlp(3)
         assert up.shape == (128, 32) and down.shape == (32, 128)  # double-wide on a KV-shared layer
     assert {"shared", 64, 128}.issubset(seen)  # both MLP widths, narrow and wide heads (4 x 8, 4 x 16)

@@ -1,15 +1,20 @@
-"""Strict loading of a checkpoint as a live model: a checkpoint that lacks a tensor, holds one the
-model does not have, or has one of another shape is refused by name for every family, while
-transformers' documented exceptions (tied LM heads, legacy buffers) still load."""
+"""Strict loading of a checkpoint as a live model, and the same judgement at registration from the
+weight files' headers alone (check_tensors, a model built on the meta device): a checkpoint that
+lacks a tensor, holds one the model does not have, or has one of another shape is refused by name
+for every family, while transformers' documented exceptions (tied LM heads, legacy buffers) still
+load. check_tensors is tested against transformers' own loading report, tensor by tensor."""
 
+import json
+
+import numpy as np
 import pytest
 import torch
 import transformers as T
 from safetensors.torch import load_file, save_file
 
 from crosslayer.errors import CheckpointError
-from crosslayer.models import load_model
-from tiny_families import D, tiny_model
+from crosslayer.models import check_tensors, load_model
+from tiny_families import CONFIGS, D, GEMMA4, tiny_model
 
 T.logging.set_verbosity_error()
 
@@ -56,6 +61,17 @@ def manifest(path):
     return {"model": "m", "revision": "step7", "path": str(path)}
 
 
+def loads(path):
+    load_model(manifest(path), tokenizer=False)
+
+
+def registers(path):
+    check_tensors(path, model="m", revision="step7")
+
+
+REFUSERS = pytest.mark.parametrize("refuse", [loads, registers], ids=["load_model", "check_tensors"])
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_an_intact_checkpoint_loads_exactly(tmp_path, family):
     live = save(family, tmp_path)
@@ -77,31 +93,102 @@ def test_a_checkpoint_without_tokenizer_files_is_refused_before_the_samples_are_
                                max_tokens=4)
 
 
+@REFUSERS
 @pytest.mark.parametrize("family", FAMILIES)
-def test_a_missing_tensor_is_refused_by_name(tmp_path, family):
+def test_a_missing_tensor_is_refused_by_name(tmp_path, family, refuse):
     dropped = FAMILIES[family]
     save(family, tmp_path, edit=lambda t: t.pop(dropped))
     with pytest.raises(CheckpointError) as caught:
-        load_model(manifest(tmp_path))
+        refuse(tmp_path)
     message = str(caught.value)
     assert message.startswith(f"model 'm' revision 'step7' file '{tmp_path / 'model.safetensors'}'")
     reported = REPORTED.get(family, dropped)
     assert f"'{reported}'" in message and "missing" in message
 
 
+@REFUSERS
 @pytest.mark.parametrize("family", ["gpt_neox", "llama"])
-def test_an_unexpected_tensor_is_refused_by_name(tmp_path, family):
+def test_an_unexpected_tensor_is_refused_by_name(tmp_path, family, refuse):
     save(family, tmp_path, edit=lambda t: t.update(extra=torch.zeros(3)))
     with pytest.raises(CheckpointError, match=r"1 tensor\(s\) in the checkpoint but not in the model .*: 'extra'"):
-        load_model(manifest(tmp_path))
+        refuse(tmp_path)
 
 
-def test_a_tensor_of_another_shape_is_refused(tmp_path):
+@REFUSERS
+def test_a_tensor_of_another_shape_is_refused(tmp_path, refuse):
     key = FAMILIES["gpt_neox"]
     save("gpt_neox", tmp_path, edit=lambda t: t.update({key: torch.zeros(D, D + 1)}))
     shapes = rf"of another shape .*'{key}' \(32, 33\) vs \(32, 32\)"
     with pytest.raises(CheckpointError, match=r"model 'm' revision 'step7'.*" + shapes):
-        load_model(manifest(tmp_path))
+        refuse(tmp_path)
+
+
+@pytest.mark.parametrize("family", [*CONFIGS, *GEMMA4])
+def test_check_tensors_judges_as_transformers_loading_does(tmp_path, family):
+    # An independent judge: transformers' own loading report on the live model. The intact checkpoint
+    # passes both; each dropped tensor (the first, the last and four drawn at random) fails both or
+    # neither (a tied head or an ignorable buffer may go).
+    save(family, tmp_path)
+    registers(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    keys = sorted(tensors)
+    rng = np.random.default_rng(sum(map(ord, family)))
+    for key in {keys[0], keys[-1], *rng.choice(keys, size=min(4, len(keys)), replace=False)}:
+        save_file({k: v for k, v in tensors.items() if k != key}, tmp_path / "model.safetensors",
+                  metadata={"format": "pt"})
+        verdicts = []
+        for judge in (loads, registers):
+            try:
+                judge(tmp_path)
+                verdicts.append("accepted")
+            except CheckpointError:
+                verdicts.append("refused")
+        assert verdicts[0] == verdicts[1], f"{family} without {key}: load_model {verdicts[0]}, check_tensors {verdicts[1]}"
+
+
+def test_check_tensors_reads_shards_and_pickles_and_names_a_tensor_its_shard_lacks(tmp_path):
+    model = save("llama", tmp_path / "one")
+    model.save_pretrained(tmp_path / "sharded", max_shard_size="20KB")
+    index = json.loads((tmp_path / "sharded/model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 1
+    registers(tmp_path / "sharded")
+    index["weight_map"]["model.layers.9.mlp.up_proj.weight"] = sorted(index["weight_map"].values())[0]
+    (tmp_path / "sharded/model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=r"'model.layers.9.mlp.up_proj.weight' is listed in "
+                                              r"model.safetensors.index.json but not stored in model-00001"):
+        registers(tmp_path / "sharded")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text((tmp_path / "one/config.json").read_text())
+    state = {k: v for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    torch.save(state, pickled / "pytorch_model.bin")
+    registers(pickled)
+    state.pop("model.norm.weight")
+    torch.save(state, pickled / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match=r"pytorch_model.bin'.* missing .*: 'model.norm.weight'"):
+        registers(pickled)
+
+
+def test_check_tensors_takes_the_no_norm_control_and_an_encoder_with_its_heads(tmp_path):
+    from crosslayer.train import build_model
+
+    sizes = dict(vocab_size=64, d_model=D, n_layers=2, n_heads=4, d_ff=64, context=16, seed=0)
+    build_model("llama", **sizes, norm=False).save_pretrained(tmp_path / "nonorm")
+    registers(tmp_path / "nonorm")  # built as trained: its norms are identities, stored nowhere
+    build_model("llama", **sizes).save_pretrained(tmp_path / "llama")
+    tensors = load_file(tmp_path / "llama/model.safetensors")
+    save_file({k: v for k, v in tensors.items() if "norm" not in k}, tmp_path / "llama/model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"5 tensor\(s\) missing .*'model.layers.0.input_layernorm.weight'"):
+        registers(tmp_path / "llama")  # the same tensors, but its config says it has norms
+    T.BertForMaskedLM(T.BertConfig(hidden_size=D, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                   vocab_size=101)).save_pretrained(tmp_path / "bert")
+    registers(tmp_path / "bert")  # prefix bert., MLM head: the weight analyses read the encoder
+    tensors = load_file(tmp_path / "bert/model.safetensors")
+    tensors.pop("bert.encoder.layer.1.output.LayerNorm.weight")
+    save_file(tensors, tmp_path / "bert/model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=r"missing .*: 'bert.encoder.layer.1.output.LayerNorm.weight'"):
+        registers(tmp_path / "bert")
 
 
 def test_legacy_buffers_and_tied_heads_still_load(tmp_path):
@@ -114,8 +201,10 @@ def test_legacy_buffers_and_tied_heads_still_load(tmp_path):
 
     save("gpt_neox", tmp_path / "neox", edit=add_buffers)
     load_model(manifest(tmp_path / "neox"))
+    registers(tmp_path / "neox")
     save("llama", tmp_path / "llama")
     assert "lm_head.weight" not in load_file(tmp_path / "llama/model.safetensors")
+    registers(tmp_path / "llama")
     model, _ = load_model(manifest(tmp_path / "llama"))
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
 

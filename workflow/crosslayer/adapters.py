@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "SUPPORTED_MODEL_TYPES", "WEIGHT_FILES", "BlockParts", "GateParts", "GenericAdapter", "Geometry", "NormParts",
     "WeightReader", "adapter_for", "checkpoint_adapter",
-    "open_checkpoint", "read_geometry",
+    "open_checkpoint", "read_geometry", "tensor_shapes",
 ]
 
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
@@ -1280,6 +1280,23 @@ class _TensorStore:
             return tuple(handle.get_slice(key).get_shape())  # header only, no data read
         return tuple(handle[key].shape)
 
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's shape, from each weight file's header (safetensors) or its memory map
+        (``.bin``): no tensor data read. A tensor a shard index names but its shard lacks, or a
+        shard that cannot be opened, is a :class:`CheckpointError` naming the file."""
+        shapes = {}
+        for name in sorted(set(self.file_of.values())):
+            handle = self._handle(name)
+            keys = set(handle.keys())
+            absent = sorted(k for k, f in self.file_of.items() if f == name and k not in keys)
+            if absent:
+                raise CheckpointError(f"tensor '{absent[0]}' is listed in {self.source} but not stored in {name}"
+                                      f" ({len(absent)} such)", **self.context, file=name)
+            for key in keys:
+                shapes[key] = (tuple(handle.get_slice(key).get_shape()) if name.endswith(".safetensors")
+                               else tuple(handle[key].shape))
+        return shapes
+
     def get(self, key) -> torch.Tensor:
         """Load one tensor as float32 (fp16/bf16 converted after loading just it)."""
         name, handle = self._locate(key)
@@ -1417,17 +1434,6 @@ class WeightReader:
             out[name] = matrix
         return out
 
-    def check_complete(self):
-        """Raise :class:`CheckpointError` naming the first projection tensor of any layer that
-        the checkpoint lacks (a broken checkpoint is refused whole, whatever a job reads)."""
-        for layer in range(self.geometry.n_layers):
-            stem = self._prefix + self.adapter.layer_key.format(layer=layer)
-            for source in self.adapter.layer_sources(layer).values():
-                key = f"{stem}.{source.key}"
-                if key not in self._store.file_of:
-                    raise CheckpointError(f"tensor '{key}' not found (layer {layer})", **self._context,
-                                          file=self._store.source)
-
     def mlp(self, layer) -> tuple[torch.Tensor, torch.Tensor]:
         """``(up, down)`` of one layer, shapes ``(d_ff, d)`` and ``(d, d_ff)``."""
         w = self.projections(layer, names=("up", "down"))
@@ -1501,6 +1507,23 @@ def checkpoint_adapter(path, *, model=None, revision=None) -> FamilyAdapter:
     """
     context = {"model": model, "revision": revision}
     return _adapter(_read_config(Path(path), context), context)
+
+
+def tensor_shapes(path, *, model=None, revision=None) -> dict[str, tuple[int, ...]]:
+    """Every tensor a saved checkpoint's weight files hold, by key, with its shape; read from the
+    files' headers, no tensor data loaded (see ``_TensorStore.shapes``).
+
+    Raises
+    ------
+    CheckpointError
+        No weight files, an unreadable shard index or shard, or a tensor the index lists that its
+        shard lacks.
+    """
+    store = _TensorStore(Path(path), context={"model": model, "revision": revision})
+    try:
+        return store.shapes()
+    finally:
+        store.close()
 
 
 def read_geometry(path, *, model=None, revision=None) -> Geometry:

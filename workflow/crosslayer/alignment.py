@@ -138,7 +138,6 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
 
     model, revision = manifest["model"], manifest.get("revision")
     with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:
-        reader.check_complete()
         geometry = reader.geometry
         if not 1 <= k < min(geometry.d_model, geometry.d_ff):
             raise CheckpointError(

@@ -8,14 +8,15 @@ still apply: tied weights (an LM head tied to the embeddings is not stored) and 
 buffers a family declares ignorable (``attention.bias``, ``rotary_emb.inv_freq``, ...).
 """
 
+import re
 from pathlib import Path
 
 import torch
 
-from crosslayer.adapters import WEIGHT_FILES, adapter_for
+from crosslayer.adapters import WEIGHT_FILES, adapter_for, tensor_shapes
 from crosslayer.errors import CheckpointError
 
-__all__ = ["ABLATION_KEY", "TOKENIZER_FILES", "load_model", "weight_file"]
+__all__ = ["ABLATION_KEY", "TOKENIZER_FILES", "check_tensors", "drop_norms", "load_model", "weight_file"]
 
 ABLATION_KEY = "crosslayer_ablation"
 """config.json key of a model trained without residual connections or norms (paper 003's
@@ -34,6 +35,114 @@ def weight_file(path):
     path = Path(path)
     names = [name for pair in WEIGHT_FILES for name in pair]  # the order the tensor store looks in
     return next((str(path / name) for name in names if (path / name).is_file()), str(path))
+
+
+def drop_norms(model):
+    """Replace a Llama model's RMSNorms (every block's two and the final one) by identities, in place:
+    the architecture of paper 003's no-norm control, whose checkpoints hold no norm weights."""
+    model.model.norm = torch.nn.Identity()
+    for layer in model.model.layers:
+        layer.input_layernorm = torch.nn.Identity()
+        layer.post_attention_layernorm = torch.nn.Identity()
+    return model
+
+
+def check_tensors(path, *, model=None, revision=None):
+    """Refuse a saved checkpoint whose weight files do not hold exactly the tensors of its model.
+
+    The model is built from config.json on the meta device (no memory allocated, no weight read),
+    as :func:`load_model` would build it (a causal LM; the base model of an encoder, whose heads are
+    not read), and compared with the weight files' headers: every tensor name and shape, under
+    transformers' own key renaming, with its documented exceptions (tied weights, legacy buffers a
+    family declares ignorable). A checkpoint that passes loads strictly and reads every projection.
+
+    Parameters
+    ----------
+    path : str or Path
+        Directory with ``config.json`` and the weights (safetensors, sharded or not, or ``.bin``).
+    model, revision : str, optional
+        Named in the error.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the tensors missing from the checkpoint, in it but not in the model, or of another
+        shape; or why the model cannot be built from its config.
+    """
+    from transformers import AutoConfig
+
+    context = {"model": model, "revision": revision}
+    try:
+        config = AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
+        causal = adapter_for(config).causal
+        with torch.device("meta"):
+            built = _build(config, causal)
+    except Exception as err:  # a family without an adapter, a config transformers cannot build
+        raise CheckpointError(f"cannot build the model from config.json: {err}", **context, file=str(path)) from err
+    if not (getattr(config, ABLATION_KEY, None) or {}).get("norm", True):
+        drop_norms(built)
+    stored = tensor_shapes(path, **context)
+    expected = {key: tuple(tensor.shape) for key, tensor in built.state_dict().items()}
+    rename, found, unexpected, mismatched = _key_renamer(built, expected), set(), [], []
+    for key, shape in stored.items():
+        target, converted = rename(key)
+        if target not in expected:
+            unexpected.append(key)
+        elif converted or expected[target] == shape:  # a converter (fused experts, ...) reshapes by design
+            found.add(target)
+        else:
+            mismatched.append((key, shape, expected[target]))
+    tied = getattr(built, "all_tied_weights_keys", None) or {}
+    missing = [key for key in expected if key not in found and not (key in tied and tied[key] in found)]
+    missing = [key for key in missing if not _ignored(key, built._keys_to_ignore_on_load_missing)]
+    legacy = {r"rotary_emb\.inv_freq", r"(^|\.)position_ids$", *(built._keys_to_ignore_on_load_unexpected or ())}
+    unexpected = [key for key in unexpected if causal and not _ignored(key, legacy)]  # an encoder's heads: unread
+    _check_loading_info({"missing_keys": missing, "unexpected_keys": unexpected, "mismatched_keys": mismatched},
+                        context=context, file=weight_file(path))
+
+
+def _build(config, causal):
+    """The model :func:`load_model` loads (a causal LM), or for an encoder the class its config.json
+    names (e.g. ``BertForMaskedLM``, whose checkpoints have no pooler), else its base model."""
+    import transformers
+
+    if causal:
+        return transformers.AutoModelForCausalLM.from_config(config)
+    named = [getattr(transformers, name, None) for name in getattr(config, "architectures", None) or ()]
+    cls = next((cls for cls in named if isinstance(cls, type)), None)
+    return cls(config) if cls is not None else transformers.AutoModel.from_config(config)
+
+
+def _key_renamer(model, expected):
+    """``rename(checkpoint key) -> (model key, converted)``, as transformers' loading renames keys
+    (legacy names, a missing or extra base-model prefix); ``converted`` when one of its weight
+    converters (which may fuse or split tensors, so shapes differ by design) takes the key."""
+    prefix = model.base_model_prefix
+    try:
+        from transformers.conversion_mapping import get_model_conversion_mapping
+        from transformers.core_model_loading import WeightConverter, rename_source_key
+    except ImportError:  # another transformers layout: the base-model prefix alone
+        def rename(key):
+            if key not in expected and f"{prefix}.{key}" in expected:
+                return f"{prefix}.{key}", False
+            if key.startswith(f"{prefix}.") and key[len(prefix) + 1:] in expected:
+                return key[len(prefix) + 1:], False
+            return key, False
+
+        return rename
+    mapping = get_model_conversion_mapping(model)
+    renamings = [m for m in mapping if not isinstance(m, WeightConverter)]
+    converters = [m for m in mapping if isinstance(m, WeightConverter)]
+
+    def rename(key):
+        target, converter = rename_source_key(key, renamings, converters, prefix, expected)
+        return target, converter is not None
+
+    return rename
+
+
+def _ignored(key, patterns):
+    return any(re.search(pattern, key) for pattern in patterns or ())
 
 
 def load_model(manifest, *, device="cpu", tokenizer=True):

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from crosslayer.devices import check_device
 from crosslayer.malloc import retain_freed_memory
-from crosslayer.models import ABLATION_KEY
+from crosslayer.models import ABLATION_KEY, drop_norms
 
 __all__ = [
     "ACTIVATIONS",
@@ -167,13 +167,9 @@ def build_model(
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     if not norm:
-        model.model.norm = torch.nn.Identity()
-    for layer in model.model.layers if arch == "llama" else ():
-        if not norm:
-            layer.input_layernorm = torch.nn.Identity()
-            layer.post_attention_layernorm = torch.nn.Identity()
-        if not residual:
-            layer.forward = types.MethodType(_block_without_residual, layer)
+        drop_norms(model)  # as crosslayer.models.check_tensors builds the same config
+    for layer in model.model.layers if arch == "llama" and not residual else ():
+        layer.forward = types.MethodType(_block_without_residual, layer)
     model.train()
     return model
 

@@ -3,6 +3,7 @@ from _setup import start
 start(snakemake)
 
 from crosslayer.checkpoints import download_checkpoint, write_manifest
+from crosslayer.models import check_tensors
 
 model, step = snakemake.wildcards.model, int(snakemake.wildcards.step)
 repo, revision = snakemake.params.checkpoint["repo"], snakemake.params.checkpoint["revision"]
@@ -14,6 +15,7 @@ snapshot = download_checkpoint(
     attempts=snakemake.params.attempts,
     backoff_s=snakemake.params.backoff_s,
 )
+check_tensors(snapshot, model=model, revision=revision)  # refused whole, before any manifest
 write_manifest(
     snakemake.output.manifest,
     model=model,
