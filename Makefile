@@ -32,4 +32,4 @@ bench: setup
 	$(BIN)/python -m crosslayer.bench
 
 clean:
-	rm -rf results logs benchmarks .snakemake
+	rm -rf results logs benchmarks .snakemake .crosslayer

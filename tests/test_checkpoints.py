@@ -8,8 +8,10 @@ in offline mode.
 import hashlib
 import json
 import logging
+import os
 import socket
 import time
+from pathlib import Path
 
 import httpx2
 import huggingface_hub.constants
@@ -344,8 +346,11 @@ def hashed(monkeypatch):
     """The names of the files verification reads in full (the real sha256 is still computed)."""
     import crosslayer.checkpoints as module
 
-    names, real = [], module._sha256
-    monkeypatch.setattr(module, "_sha256", lambda path: names.append(path.name) or real(path))
+    import crosslayer.files as files
+
+    names, real = [], files.sha256
+    for where in (module, files):
+        monkeypatch.setattr(where, "sha256", lambda path: names.append(Path(path).name) or real(path))
     return names
 
 
@@ -383,7 +388,43 @@ def test_a_replaced_weight_file_is_refused_by_name(registered, same_size):
         verified_manifest(out)
     message = str(caught.value)
     assert message.startswith(f"model 'm' revision 'step1' file '{weights}': sha256 is ")
-    assert f"delete its manifest {out}" in message
+    assert "run the workflow again: it registers the checkpoint anew" in message
+
+
+def test_the_stat_cache_of_a_workflow_manifest_lies_outside_results(tmp_path, monkeypatch, tiny_checkpoint):
+    # results/ holds the same bytes in every run of one config; a stat cache holds mtimes
+    monkeypatch.chdir(tmp_path)
+    out = Path("results/checkpoints/m/step1.json")
+    write_manifest(out, model="m", step=1, source="local", checkpoint_dir=tiny_checkpoint)
+    assert stat_cache_path(out) == tmp_path / ".crosslayer/stat/results/checkpoints/m/step1.json"
+    assert stat_cache_path(out).is_file()
+    assert [p.name for p in (tmp_path / "results").rglob("*") if p.is_file()] == ["step1.json"]
+
+
+def test_changed_checkpoint_catches_any_replacement_whatever_its_mtime(registered, hashed):
+    from crosslayer.files import changed_checkpoint
+
+    out, checkpoint = registered
+    assert changed_checkpoint(out) is None and hashed == []  # unchanged: one stat per file
+    weights = checkpoint / "model.safetensors"
+    before = weights.stat()
+    os.utime(weights, ns=(1, 1))  # touched, same content: hashed once, then trusted again
+    assert changed_checkpoint(out) is None and hashed == ["model.safetensors"]
+    assert changed_checkpoint(out) is None and hashed == ["model.safetensors"]
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(before.st_atime_ns - 10**12, before.st_mtime_ns - 10**12))  # cp -p of an older file
+    assert changed_checkpoint(out).startswith(f"{weights} has another sha256")
+    weights.write_bytes(bytes(data[:-1]) + bytes([data[-1] ^ 1]))  # restored
+    assert changed_checkpoint(out) is None
+    (checkpoint / "tokenizer.json").write_text("{}")
+    os.utime(checkpoint / "tokenizer.json", ns=(1, 1))
+    assert changed_checkpoint(out) == f"{checkpoint / 'tokenizer.json'} was added"
+    (checkpoint / "tokenizer.json").unlink()
+    (checkpoint / "config.json").unlink()
+    assert changed_checkpoint(out) == f"{checkpoint / 'config.json'} is gone"
+    assert changed_checkpoint(out.parent / "no_such_manifest.json") is None  # nothing registered: nothing to redo
 
 
 def test_identical_steps_are_found_by_their_weight_files_whatever_the_rest():

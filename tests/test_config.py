@@ -1,6 +1,9 @@
+import ast
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from crosslayer.config import (
     check_config,
@@ -83,6 +86,12 @@ def test_reference_step_configured_or_middle():
          r"continuity\.pca_components: 3 must be below the 3 layers of the transformer ablations"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
+        ({}, coupling(depthwise_token=24, prompts={"max_tokens": 24}),
+         r"coupling\.depthwise_token: 24 lies outside every prompt, which coupling\.prompts\.max_tokens cuts to 24 "
+         r"tokens; choose from -24 to 23"),
+        ({}, coupling(depthwise_token=-25, prompts={"max_tokens": 24}), r"coupling\.depthwise_token: -25 lies outside"),
+        ({}, coupling(prompts={"max_tokens": 8}, token_wise={"layer_pairs": [[0, 1]], "prompts": 1, "tokens": 12}),
+         r"coupling\.token_wise\.tokens: 12 is more than the 8 tokens"),
     ],
 )
 def test_check_config_names_the_key(model, top, match):
@@ -91,8 +100,105 @@ def test_check_config_names_the_key(model, top, match):
     for key in [k for k, v in entry.items() if v is None]:
         del entry[key]
     config.update(top)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as caught:
         check_config(config)
+    assert_names_a_schema_key(str(caught.value))
+
+
+def test_prompt_positions_within_max_tokens_are_accepted():
+    for token in (-24, -1, 0, 23):
+        check_config({**config_with(), **coupling(depthwise_token=token, prompts={"max_tokens": 24})})
+    check_config({**config_with(), **coupling(depthwise_token=100, prompts={"max_tokens": None})})  # job checks
+
+
+def test_size_bounds_apply_only_to_the_stages_a_model_takes_part_in():
+    # a small encoder read by the weight stages beside a model that runs them all: settings sized
+    # for the large model are no error for the small one, unless its own stages use them
+    config = config_with()
+    config["models"]["bert"] = {"source": "local", "checkpoints": {"0": "/x"}, "analyses": ["alignment"]}
+    config["alignment"] = {"k": 3, "distances": [1]}
+    small = {"bert": {"n_layers": 3, "d_model": 8, "d_ff": 32}}  # window 5 > 4 states; dynamics.k 10 > 8
+    check_config(config, sizes=small)
+    config["models"]["bert"]["analyses"] = ["alignment", "coupling"]
+    with pytest.raises(ValueError, match=r"coupling\.window: 5 is longer than the 4 states of a trajectory of "
+                                         r"models\.bert"):
+        check_config(config, sizes=small)
+    config["models"]["bert"]["analyses"] = ["alignment", "dynamics"]
+    with pytest.raises(ValueError, match=r"dynamics\.k: 10 must be smaller than d_model of models\.bert"):
+        check_config(config, sizes=small)
+    config["alignment"]["k"] = 8
+    with pytest.raises(ValueError, match=r"alignment\.k: 8 must be smaller than d_model and d_ff of models\.bert"):
+        check_config(config, sizes=small)
+
+
+# -- every config key a message names exists -----------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+
+
+def schema_node(path):
+    """The schema of a dotted config key (``*`` or any name for a free mapping's entries), or None."""
+    node = SCHEMA
+    for part in path.split("."):
+        while "$ref" in node or "allOf" in node:
+            if "$ref" in node:
+                node = {**SCHEMA["$defs"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+            else:
+                merged = {k: v for k, v in node.items() if k != "allOf"}
+                for sub in node["allOf"]:
+                    merged.setdefault("properties", {}).update(sub.get("properties", {}))
+                node = merged
+        if part in node.get("properties", {}):
+            node = node["properties"][part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return None
+    return node
+
+
+def assert_names_a_schema_key(message):
+    key = re.match(r"[\w.-]+", message)[0].rstrip(".")
+    assert schema_node(key) is not None, f"{message!r} names {key!r}, which is no key of config/schema.yaml"
+
+
+def test_schema_lookup_knows_keys_from_missing_ones():
+    assert schema_node("coupling.depthwise_token") and schema_node("models.m.analyses") and schema_node("train.device")
+    assert schema_node("coupling.depthwise.token") is None and schema_node("alignment.kk") is None
+
+
+_CONFIG_KEY = re.compile(r"(?<![\w.{])(?:" + "|".join(sorted(SCHEMA["properties"], key=len, reverse=True)) +
+                         r")(?:\.(?:[A-Za-z_]\w*|\*))+")
+_FILE_SUFFIXES = (".py", ".smk", ".yaml", ".json", ".tsv", ".npz", ".png", ".pdf")  # toy.yaml is a file
+
+
+def string_literals(path):
+    """Every string literal of a Python file, f-strings with ``*`` for each placeholder."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.JoinedStr):
+            yield "".join(v.value if isinstance(v, ast.Constant) else "*" for v in node.values)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+
+
+def test_every_config_key_a_message_names_is_in_the_schema():
+    # An audit of every string in the library, the rule scripts and the rules: a dotted name that
+    # starts like a config key (coupling.depthwise_token, models.<id>.analyses) must be one, so
+    # that an error's advice can be followed as written
+    sources = [*(ROOT / "workflow" / "crosslayer").glob("*.py"), *(ROOT / "workflow" / "scripts").glob("*.py")]
+    named = {}
+    for path in sources:
+        for text in string_literals(path):
+            for match in _CONFIG_KEY.finditer(text):
+                named.setdefault(match[0], set()).add(path.name)
+    for path in (ROOT / "workflow" / "rules").glob("*.smk"):
+        for match in _CONFIG_KEY.finditer(path.read_text()):
+            named.setdefault(match[0], set()).add(path.name)
+    named = {key: files for key, files in named.items() if not key.endswith(_FILE_SUFFIXES)}
+    assert len(named) > 30, sorted(named)  # the scan finds the messages
+    unknown = {key: sorted(files) for key, files in named.items() if schema_node(key) is None}
+    assert not unknown, f"config keys named in messages but not in config/schema.yaml: {unknown}"
 
 
 @pytest.mark.parametrize(
@@ -110,8 +216,9 @@ def test_check_config_names_the_key(model, top, match):
     ],
 )
 def test_settings_a_source_would_ignore_and_repeated_steps_are_refused_by_key(entry, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as caught:
         check_model_entries({"models": {"m": entry}})
+    assert_names_a_schema_key(str(caught.value))
 
 
 def test_sizes_of_read_checkpoints_are_checked_too():

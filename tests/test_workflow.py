@@ -279,14 +279,14 @@ def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
 
 
 def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
-    # Another working directory, the same config: every result (trained weights, manifests,
-    # arrays, tables, graphs, PDF and PNG figures) byte for byte. Not the stat caches beside the
-    # manifests (file mtimes, by design), nor logs and benchmarks (times).
+    # Another working directory, the same config: every file under results/ (trained weights,
+    # manifests, arrays, tables, graphs, PDF and PNG figures) byte for byte. Logs, benchmarks (times)
+    # and the stat caches (mtimes, in .crosslayer/) lie outside results/.
     snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY))
 
     def results(root):
         return sorted(p.relative_to(root) for p in (root / "results").rglob("*")  # the report: another test's
-                      if p.is_file() and not p.name.endswith(".json.stat") and p.name != "report.html")
+                      if p.is_file() and p.name != "report.html")
 
     assert results(tmp_path) == results(tiny_run)
     differ = [str(p) for p in results(tiny_run) if (tiny_run / p).read_bytes() != (tmp_path / p).read_bytes()]
@@ -584,33 +584,31 @@ def broken_checkpoint(src, dest, *, model_type=None, nan_in=None, drop=None):
     return dest
 
 
-def test_a_checkpoint_missing_a_tensor_fails_every_job_that_reads_it(tiny_run, tmp_path):
-    # transformers would fill the tensor with fresh random values and the run would exit 0
+def test_a_checkpoint_missing_a_tensor_is_refused_at_registration_by_every_stage(tiny_run, tmp_path):
+    # transformers would fill the tensor with fresh random values and the run would exit 0; the
+    # weight-only stages read only projections, so a missing norm must be caught at registration
     missing = {"no-attn-out": ("tiny-gelu", "gpt_neox.layers.2.attention.dense.weight"),
-               "no-norm": ("tiny-swiglu", "model.layers.1.input_layernorm.weight")}
+               "no-norm": ("tiny-swiglu", "model.layers.1.input_layernorm.weight"),
+               "no-final-norm": ("tiny-gelu", "gpt_neox.final_layer_norm.weight")}
     models = {}
     for name, (trained, tensor) in missing.items():
         good = Path(read_manifest(tiny_run / f"results/checkpoints/{trained}/step16.json")["path"])
-        models[name] = {"source": "local", "checkpoints": {"1": str(broken_checkpoint(good, tmp_path / name,
-                                                                                      drop=tensor))}}
+        models[name] = {"source": "local", "analyses": ["alignment", "continuity"],
+                        "checkpoints": {"1": str(broken_checkpoint(good, tmp_path / name, drop=tensor))}}
     config = write_config(tmp_path / "missing.yaml", models)
     targets = [f"results/{stage}/{m}/step1.{what}" for m in models
-               for stage, what in (("alignment", "npz"), ("dynamics", "activations.npz"))]
+               for stage, what in (("alignment", "npz"), ("continuity", "tsv"))]
     result = snakemake(tmp_path, *targets, "--cores", "2", "--keep-going", "--configfile", str(config), check=False)
     assert result.returncode != 0
     for name, (_, tensor) in missing.items():
-        log = (tmp_path / f"logs/block_jacobians/{name}/step1.log").read_text()
+        log = (tmp_path / f"logs/register_checkpoint/{name}/step1.log").read_text()
         assert f"model '{name}' revision 'step1' file '{tmp_path / name / 'model.safetensors'}'" in log
-        assert f"'{tensor}'" in log and "missing from the checkpoint" in log
-    log = (tmp_path / "logs/mlp_alignment/no-attn-out/step1.log").read_text()
-    assert "model 'no-attn-out' revision 'step1'" in log and "'gpt_neox.layers.2.attention.dense.weight' not found" in log
-    assert not list((tmp_path / "results/dynamics").rglob("*.npz"))
-    assert not (tmp_path / "results/alignment/no-attn-out/step1.npz").exists()
-    # weight analyses read only the projections, all present in no-norm: exact, so not refused
-    assert (tmp_path / "results/alignment/no-norm/step1.npz").exists()
+        assert f"missing from the checkpoint (transformers would fill them with random values): '{tensor}'" in log
+        assert not (tmp_path / f"results/checkpoints/{name}/step1.json").exists()  # no manifest, no analysis
+    assert not list((tmp_path / "results").rglob("*.npz")) and not list((tmp_path / "results").rglob("*.tsv"))
 
 
-def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, tmp_path):
+def test_a_checkpoint_replaced_behind_snakemakes_back_is_registered_anew_before_planning(tiny_run, tmp_path):
     good = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"])
     other = Path(read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step8.json")["path"])
     local = tmp_path / "ckpt"
@@ -618,6 +616,7 @@ def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, 
     config = write_config(tmp_path / "local.yaml", {"m": {"source": "local", "checkpoints": {"1": str(local)}}})
     target = "results/dynamics/m/step1.activations.npz"
     snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config))
+    assert not list((tmp_path / "results").rglob(".*"))  # the stat cache lies outside results/
     first = np.load(tmp_path / target)["acts"]
 
     # replaced by other weights (newer mtime): registered anew, and everything after it redone
@@ -626,20 +625,26 @@ def test_a_checkpoint_changed_after_registration_is_redone_or_refused(tiny_run, 
     jobs = planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output)
     assert jobs == {"register_checkpoint": 1, "block_jacobians": 1}  # activations and Jacobians: one load
 
-    # replaced with its mtime set back (cp -p of an older file): nothing is planned, and a job
-    # that reads the checkpoint anyway refuses it by name
-    os.utime(weights, ns=(1, 1))
-    assert planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output) == {}
-    result = snakemake(tmp_path, target, "--cores", "1", "--forcerun", "block_jacobians", "--configfile",
-                       str(config), check=False)
-    assert result.returncode != 0
-    log = (tmp_path / "logs/block_jacobians/m/step1.log").read_text()
-    assert f"model 'm' revision 'step1' file '{weights}': sha256 is" in log and "delete its manifest" in log
-    assert not (tmp_path / target).exists()
-
-    (tmp_path / "results/checkpoints/m/step1.json").unlink()  # as the message says
+    # replaced with its mtime set back (cp -p of an older file, a restore from backup): caught before
+    # planning whatever the rerun triggers, said on the console, and redone
+    os.utime(weights, (1577836800, 1577836800))  # 2020-01-01
+    for triggers in (["--rerun-triggers", "mtime"], []):
+        result = snakemake(tmp_path, target, "-n", *triggers, "--configfile", str(config))
+        assert planned_jobs(result.output) == {"register_checkpoint": 1, "block_jacobians": 1}
+    assert "Checkpoint m step 1 changed since it was registered" in result.output
+    assert f"{weights} has another sha256" in result.output
     snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config))
     assert not np.array_equal(np.load(tmp_path / target)["acts"], first)
+    assert read_manifest(tmp_path / "results/checkpoints/m/step1.json")["files"] == \
+        read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step8.json")["files"]
+    assert planned_jobs(snakemake(tmp_path, target, "-n", "--configfile", str(config)).output) == {}
+
+    # a file added with an old mtime (a tokenizer file copied with cp -p): the jobs would read it
+    shutil.copy2(good / "tokenizer.json", local / "extra.json")
+    os.utime(local / "extra.json", (1577836800, 1577836800))
+    result = snakemake(tmp_path, target, "-n", "--configfile", str(config))
+    assert f"{local / 'extra.json'} was added" in result.output
+    assert planned_jobs(result.output) == {"register_checkpoint": 1, "block_jacobians": 1}
 
 
 def test_a_local_checkpoint_of_an_unsupported_family_stops_the_run_before_any_job(tiny_run, tmp_path):

@@ -458,8 +458,9 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
     print("released = one autograd.grad per row of the identity through the block on all T tokens (timed on "
           f"{released_rows} rows, scaled to d: the loop is linear in rows); ours = last token vs its cached context, "
           "attention through its query and new key/value, the rest in closed form, x2 for the coupling stage's two "
-          "passes; svd = the released code's full SVD of J; top = ours, top-50 triplets (coupling.top_singular); "
-          "depth_x = (released + svd) / (2 ours + top); held_x = the same with the Jacobians held between the passes "
+          "passes; svd = the released code's full SVD of J; top = ours, top-50 triplets "
+          "(crosslayer.coupling.top_singular); depth_x = (released + svd) / (2 ours + top); held_x = the same with "
+          "the Jacobians held between the passes "
           f"(hold_bytes), i.e. / (ours / 2 + top). token-wise: autograd.functional.jacobian per pair (timed on {pairs} "
           "pairs, scaled to T(T+1)/2) vs one sweep per output token; err = relative Frobenius error vs the reference")
     print(f"{'layer':<9} {'d':>5} {'T':>3} {'released':>9} {'svd':>6} {'ours':>7} {'top':>6} {'depth_x':>8}"

@@ -50,7 +50,7 @@ def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompt
             raise ValueError(f"prompt {pid!r} has {n} tokens, longer than the model's context of {context}; "
                              "shorten it or set coupling.prompts.max_tokens to truncate prompts")
         if not -n <= token < n:
-            raise ValueError(f"prompt {pid!r} has {n} tokens, too few for coupling.depthwise.token = {token}")
+            raise ValueError(f"prompt {pid!r} has {n} tokens, too few for coupling.depthwise_token = {token}")
         if i < token_wise_prompts and n < token_wise_tokens:
             raise ValueError(f"prompt {pid!r} has {n} tokens, fewer than coupling.token_wise.tokens = "
                              f"{token_wise_tokens} (token-wise coupling uses the first "

@@ -15,11 +15,9 @@ rather than guessing paths, and can check that the files have not changed since
 (:func:`verify_manifest`).
 """
 
-import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +36,8 @@ from huggingface_hub.errors import (
 )
 
 from crosslayer.errors import CheckpointError
-from crosslayer.files import checkpoint_files
+from crosslayer.files import (checkpoint_files, read_stat_cache, sha256, stat, stat_cache_path,
+                              write_json_atomically)
 
 __all__ = [
     "BIN_PATTERNS",
@@ -236,17 +235,8 @@ def file_digests(directory):
     dict[str, str]
         POSIX path relative to ``directory`` -> sha256 hex digest, sorted by path.
     """
-    return {name: _sha256(path) for name, path in checkpoint_files(directory)}
+    return {name: sha256(path) for name, path in checkpoint_files(directory)}
 
-
-def _stat(path):
-    st = path.stat()  # follows links: hub cache files are links to blobs/
-    return [st.st_size, st.st_mtime_ns]
-
-
-def _sha256(path):
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, revision=None, commit=None,
@@ -311,12 +301,12 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     }
     stats = {}
     for name, path in checkpoint_files(checkpoint_dir):
-        before = _stat(path)
-        manifest["files"][name] = _sha256(path)
+        before = stat(path)
+        manifest["files"][name] = sha256(path)
         stats[name] = [*before, manifest["files"][name]]
-    _write_json_atomically(out_path, manifest)
+    write_json_atomically(out_path, manifest)
     if stat_cache:
-        _write_json_atomically(stat_cache_path(out_path), stats)
+        write_json_atomically(stat_cache_path(out_path), stats)
     return {**manifest, "path": str(checkpoint_dir)}
 
 
@@ -326,23 +316,6 @@ def _recorded_path(checkpoint_dir, manifest_path):
     if not checkpoint_dir.is_relative_to(Path.cwd().resolve()):
         return str(checkpoint_dir)
     return os.path.relpath(checkpoint_dir, manifest_path.parent.resolve())
-
-
-def _write_json_atomically(out_path, data):
-    """A temp file in the same directory, then os.replace: readers (and Snakemake) see either
-    the old file or the complete new one, never half a file."""
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out_path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_manifest(path):
@@ -359,13 +332,6 @@ def read_manifest(path):
         raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
     manifest["path"] = os.path.normpath(Path(path).parent.absolute() / manifest["path"])  # a relative one, resolved
     return manifest
-
-
-def stat_cache_path(manifest_path):
-    """Where the size and mtime of a checkpoint's verified files are kept: a hidden file beside
-    its manifest (``.step16.json.stat``). A cache only: deleting it costs one full hash."""
-    manifest_path = Path(manifest_path)
-    return manifest_path.with_name(f".{manifest_path.name}.stat")
 
 
 def verified_manifest(path):
@@ -412,42 +378,34 @@ def verify_manifest(manifest, *, stat_cache=None, manifest_path=None):
         changed.
     """
     root = Path(manifest["path"])
-    cache = _read_stat_cache(stat_cache)
+    cache = read_stat_cache(stat_cache)
     seen = {}
-    redo = (f"delete its manifest {manifest_path} and run the workflow again to register the checkpoint anew and "
-            "redo its analyses" if manifest_path else "re-register the checkpoint")
+    # The workflow compares the files with the manifest before it plans (files.changed_checkpoint): a job
+    # sees a change only when it came while the run was under way
+    redo = ("run the workflow again: it registers the checkpoint anew and redoes its analyses" if manifest_path
+            else "re-register the checkpoint")
     for name, expected in manifest["files"].items():
         path = root / name
         context = dict(model=manifest.get("model"), revision=manifest.get("revision"), file=str(path))
         if not path.is_file():
             raise CheckpointError(f"missing: the checkpoint changed after it was registered; {redo}", **context)
-        stat = _stat(path)
-        if cache.get(name) == [*stat, expected]:
+        now = stat(path)
+        if cache.get(name) == [*now, expected]:
             seen[name] = cache[name]
             continue
-        found = _sha256(path)
+        found = sha256(path)
         if found != expected:
             raise CheckpointError(
                 f"sha256 is {found}, the manifest recorded {expected}: the file changed after the checkpoint "
                 f"was registered. Restore it, or {redo}",
                 **context,
             )
-        seen[name] = [*stat, found]
+        seen[name] = [*now, found]
     if stat_cache is not None and seen != cache:
         try:
-            _write_json_atomically(Path(stat_cache), seen)
+            write_json_atomically(Path(stat_cache), seen)
         except OSError as err:  # a read-only results tree: verification stays correct, only slower
             log.warning("cannot update the stat cache %s: %s", stat_cache, err)
-
-
-def _read_stat_cache(path):
-    if path is None:
-        return {}
-    try:
-        cache = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return cache if isinstance(cache, dict) else {}
 
 
 #: Weight files of a checkpoint, whatever their shard names.

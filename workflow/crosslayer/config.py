@@ -229,6 +229,7 @@ def check_config(config, sizes=None, families=None):
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
         if coupling["scores"]:
             read_scores(coupling["scores"], models=config["models"])
+        _check_prompt_length(coupling)
     toy = config["toy"]
     if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
         raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
@@ -271,35 +272,50 @@ def check_model_entries(config):
             raise ValueError(f"{key}: {err}") from None
 
 
+def _check_prompt_length(coupling):
+    """Token positions the coupling stage reads must lie inside prompts cut to
+    ``coupling.prompts.max_tokens`` (when set; else each prompt's length is checked in the job)."""
+    cut = coupling.get("prompts", {}).get("max_tokens")
+    if cut is None:
+        return
+    token = coupling.get("depthwise_token", -1)
+    if not -cut <= token < cut:
+        raise ValueError(f"coupling.depthwise_token: {token} lies outside every prompt, which "
+                         f"coupling.prompts.max_tokens cuts to {cut} tokens; choose from {-cut} to {cut - 1}")
+    token_wise = coupling.get("token_wise", {})
+    if token_wise.get("prompts") and token_wise.get("tokens", 0) > cut:
+        raise ValueError(f"coupling.token_wise.tokens: {token_wise['tokens']} is more than the {cut} tokens "
+                         "coupling.prompts.max_tokens leaves in a prompt; lower it or raise max_tokens")
+
+
 def _check_heads(settings, key):
     if settings["d_model"] % settings["n_heads"]:
         raise ValueError(f"{key}.n_heads: {settings['n_heads']} must divide d_model = {settings['d_model']}")
 
 
 def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
-    """Raise ValueError naming the key of a setting that one model's sizes make meaningless.
+    """Raise ValueError naming the key of a setting that one model's sizes make meaningless, for the
+    stages that model takes part in (:func:`model_analyses`): a setting too large for a model that
+    skips its stage is no error.
 
     The top-k subspace of ``W_down @ W_up`` (rank at most min(d_model, d_ff)) would hold noise
     directions at ``alignment.k >= min(d_model, d_ff)``; Table 1 has no layer pair farther apart
     than ``n_layers - 1``; the dynamics and topology subspaces and graphs live in d_model units.
     """
     where = f"models.{model} ({n_layers} layers, d_model = {d_model}, d_ff = {d_ff})"
-    k = config["alignment"]["k"]
-    if k >= min(d_model, d_ff):
-        raise ValueError(f"alignment.k: {k} must be smaller than d_model and d_ff of {where}")
-    too_far = [n for n in config["alignment"]["distances"] if n >= n_layers]
-    if too_far:
-        raise ValueError(f"alignment.distances: {too_far} must be below the number of layers of {where}")
-    checks = []
-    if config["dynamics"]["activate"]:
-        checks.append(("dynamics.k", config["dynamics"]["k"]))
-    if config["topology"]["activate"]:
-        checks.append(("topology.k", config["topology"]["k"]))
-    for key, value in checks:
-        if value >= d_model:
-            raise ValueError(f"{key}: {value} must be smaller than d_model of {where}")
+    stages = model_analyses(config, model)
+    if "alignment" in stages:
+        k = config["alignment"]["k"]
+        if k >= min(d_model, d_ff):
+            raise ValueError(f"alignment.k: {k} must be smaller than d_model and d_ff of {where}")
+        too_far = [n for n in config["alignment"]["distances"] if n >= n_layers]
+        if too_far:
+            raise ValueError(f"alignment.distances: {too_far} must be below the number of layers of {where}")
+    for stage in ("dynamics", "topology"):
+        if stage in stages and config[stage]["k"] >= d_model:
+            raise ValueError(f"{stage}.k: {config[stage]['k']} must be smaller than d_model of {where}")
     coupling = config["coupling"]
-    if coupling["activate"]:
+    if "coupling" in stages:
         if max(coupling["Ks"]) > d_model:
             raise ValueError(f"coupling.Ks: {coupling['Ks']} must not exceed d_model of {where}")
         pairs = [pair for pair in coupling["token_wise"]["layer_pairs"] if max(pair) >= n_layers]
@@ -309,11 +325,11 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
             raise ValueError(f"coupling.window: {coupling['window']} is longer than the {n_layers + 1} states of a "
                              f"trajectory of {where}")
     continuity = config["continuity"]
-    if continuity["activate"] and continuity["pca_components"] >= n_layers:
+    if "continuity" in stages and continuity["pca_components"] >= n_layers:
         raise ValueError(f"continuity.pca_components: {continuity['pca_components']} must be below the number of "
                          f"layers of {where} (L principal vectors span at most L - 1 centred directions)")
     bounds = config["dynamics"]["regime_boundaries"]
-    if config["dynamics"]["activate"] and bounds is not None and bounds[1] > n_layers:
+    if "dynamics" in stages and bounds is not None and bounds[1] > n_layers:
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")
 
 

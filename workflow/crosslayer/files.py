@@ -1,9 +1,21 @@
-"""Files of a checkpoint directory, standard library only (the Snakefile lists them as inputs)."""
+"""Files of a checkpoint directory and whether they are still those a manifest registered; standard
+library only (the Snakefile lists the files as inputs and checks them before planning)."""
 
+import hashlib
+import json
+import logging
 import os
+import tempfile
 from pathlib import Path
 
-__all__ = ["checkpoint_files"]
+__all__ = ["changed_checkpoint", "checkpoint_files", "read_stat_cache", "sha256", "stat", "stat_cache_path",
+           "write_json_atomically"]
+
+log = logging.getLogger(__name__)
+
+#: Where the stat caches live, relative to the working directory: outside results/, whose files are
+#: the same bytes in every run of one config (a stat cache holds mtimes).
+STAT_CACHE_DIR = Path(".crosslayer") / "stat"
 
 
 def checkpoint_files(directory):
@@ -22,3 +34,107 @@ def checkpoint_files(directory):
             if path.is_file():
                 found.append((path.relative_to(directory).as_posix(), path))
     return sorted(found)
+
+
+def stat(path):
+    """``[size, mtime_ns]`` of a file, links followed (hub cache files are links to blobs/)."""
+    st = Path(path).stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def stat_cache_path(manifest_path):
+    """Where the size, mtime and sha256 of a manifest's checkpoint files, as last verified, are kept.
+
+    For a manifest under the working directory (every manifest of a workflow run):
+    ``.crosslayer/stat/<its path>``, outside results/; for one elsewhere, a hidden file beside it
+    (``.step16.json.stat``). A cache only: deleting it costs one more hash of each file.
+    """
+    manifest_path = Path(manifest_path)
+    absolute = manifest_path.absolute()
+    cwd = Path.cwd()
+    if absolute.is_relative_to(cwd):
+        return cwd / STAT_CACHE_DIR / absolute.relative_to(cwd)
+    return manifest_path.with_name(f".{manifest_path.name}.stat")
+
+
+def read_stat_cache(path):
+    """``{name: [size, mtime_ns, sha256]}`` from a stat cache; empty when absent or unreadable."""
+    if path is None:
+        return {}
+    try:
+        cache = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return cache if isinstance(cache, dict) else {}
+
+
+def write_json_atomically(out_path, data):
+    """A temp file in the same directory, then os.replace: readers (and Snakemake) see either
+    the old file or the complete new one, never half a file."""
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_path.parent, prefix=f".{out_path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out_path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def changed_checkpoint(manifest_path):
+    """How a registered checkpoint's files differ from those its manifest recorded, or None.
+
+    Whatever the files' mtimes: a file is hashed again when its size or mtime differs from the stat
+    cache (:func:`stat_cache_path`), so a replacement dated in the past (``cp -p``, a restore from
+    backup, ``rsync -t``) is caught as surely as a newer one; unchanged files cost one ``stat``.
+
+    Parameters
+    ----------
+    manifest_path : str or Path
+        A manifest (``crosslayer.checkpoints.write_manifest``).
+
+    Returns
+    -------
+    str or None
+        What changed, naming the first such file (missing, added, or another sha256); None when
+        the checkpoint holds exactly the registered files, or when the manifest cannot be read
+        (the jobs that read it say why).
+    """
+    manifest_path = Path(manifest_path)
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        root = Path(os.path.normpath(manifest_path.parent / manifest["path"]))  # relative: to the manifest
+        recorded = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    present = dict(checkpoint_files(root))
+    if missing := sorted(set(recorded) - set(present)):
+        return f"{root / missing[0]} is gone"
+    if added := sorted(set(present) - set(recorded)):
+        return f"{root / added[0]} was added"
+    cache_path = stat_cache_path(manifest_path)
+    cache = read_stat_cache(cache_path)
+    seen = {}
+    for name, expected in recorded.items():
+        now = stat(present[name])
+        if cache.get(name) != [*now, expected]:
+            found = sha256(present[name])
+            if found != expected:
+                return f"{root / name} has another sha256 ({found[:12]}..., registered {expected[:12]}...)"
+        seen[name] = [*now, expected]
+    if seen != cache:
+        try:
+            write_json_atomically(cache_path, seen)
+        except OSError as err:  # a read-only tree: the check stays correct, only slower
+            log.warning("cannot update the stat cache %s: %s", cache_path, err)
+    return None

@@ -1,13 +1,15 @@
+import os
 import re
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # -> import crosslayer
 from crosslayer import config as cfg  # standard library only
-from crosslayer.files import checkpoint_files  # standard library only
+from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
 
 validate(config, schema="../../config/schema.yaml")
 try:
@@ -50,6 +52,27 @@ except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
 MODELS = config["models"]
+
+
+def forget_changed_checkpoints():
+    """Before planning: a registered checkpoint whose files are no longer those its manifest
+    recorded (whatever their mtimes: a restore from backup, `cp -p`, `rsync -t`) gets a manifest
+    dated 1970, older than any of its files, so that this run registers it anew and redoes every
+    analysis of it; the console says which. Local and trained checkpoints (their files are
+    register_checkpoint's inputs); only in the submitting process, not in a cluster job's parse."""
+    if not workflow.is_main_process:
+        return
+    for model in models_from("local", "train"):
+        for step in get_steps(model):
+            manifest = Path(f"results/checkpoints/{model}/step{step}.json")
+            if manifest.is_file() and (change := changed_checkpoint(manifest)):
+                logger.warning(f"Checkpoint {model} step {step} changed since it was registered ({change}): "
+                               "registering it anew; its analyses will be redone.")
+                # 1 ns after the epoch (0 reads as "no mtime"); a missing manifest would not do: Snakemake
+                # keeps results whose intermediate input is gone
+                os.utime(manifest, ns=(1, 1))
+
+
 
 
 def models_from(*sources):
@@ -100,6 +123,9 @@ def get_steps(model):
 
 def get_model_steps(wildcards):
     return get_steps(wildcards.model)
+
+
+forget_changed_checkpoints()
 
 
 def get_reference_step(wildcards):
