@@ -122,8 +122,8 @@ def split_jacobians(model, ids):
     from crosslayer.token_jacobians import _split_jacobian
 
     cache = DynamicCache(config=model.config)
-    block_calls(model, ids[:-1], past_key_values=cache, layers=())
-    calls = block_calls(model, ids[-1:], past_key_values=cache)
+    block_calls(model, ids[:-1], cache=cache, layers=())
+    calls = block_calls(model, ids[-1:], cache=cache)
     return {layer: _split_jacobian(adapter_for(model), call, 4 * D * 7) for layer, call in sorted(calls.items())}
 
 
@@ -227,3 +227,19 @@ def test_bench_coupling_prints_a_row_per_layer_and_length(capsys):
     assert [r[:3] for r in rows] == [["llama", "64", "4"], ["gpt_neox", "64", "4"]]
     assert all(len(r) == len(header) for r in rows)
     assert all(float(r[header.index(c)]) < 1e-5 for r in rows for c in ("err", "err_tok"))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_block_calls_pass_the_cache_as_the_installed_transformers_names_it(family):
+    # transformers 5.2x renamed the models' past_key_values argument `cache` (the old name warns
+    # until it goes in 5.40): the recording must continue a cached context under either name
+    import warnings
+
+    model, ids = build(family)
+    cache = T.DynamicCache(config=model.config)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*", category=FutureWarning)
+        block_calls(model, ids[:-1], cache=cache, layers=())
+        calls = block_calls(model, ids[-1:], cache=cache)
+    assert sorted(calls) == list(range(LAYERS))
+    assert cache.get_seq_length() == len(ids)  # the last token continued the context, not a new sequence

@@ -736,6 +736,19 @@ class Gemma3Adapter(Gemma3TextAdapter):
         return model.base_model.language_model
 
 
+def _kv_sharing_modes(config):
+    """Gemma 4's per-layer KV sharing: None (own keys and values), "store" (the last such layer of
+    its attention type, read by the shared layers) or "reuse" (the last ``num_kv_shared_layers``).
+    The config's own list from transformers 5.23 on; before, the rule its modeling code follows."""
+    if hasattr(type(config), "kv_sharing_modes"):
+        return config.kv_sharing_modes
+    n, first = config.num_hidden_layers, config.num_hidden_layers - config.num_kv_shared_layers
+    modes = [None if i < first else "reuse" for i in range(n)]
+    for kind in set(config.layer_types[:first]):
+        modes[max(i for i in range(first) if config.layer_types[i] == kind)] = "store"
+    return modes
+
+
 class Gemma4TextAdapter(LlamaAdapter):
     """Gemma 4 text decoders: Gemma 3's sandwich norms (RMSNorms scaling by ``weight`` itself),
     q/k norms and a scale-free RMSNorm on the values, a learned ``layer_scalar`` on each block's
@@ -778,7 +791,7 @@ class Gemma4TextAdapter(LlamaAdapter):
         c, d = self.config, self.geometry.d_model
         heads = c.per_layer_config[layer]
         q_width, kv_width = c.num_attention_heads * heads.head_dim, heads.num_key_value_heads * heads.head_dim
-        shared = c.kv_sharing_modes[layer] == "reuse"
+        shared = _kv_sharing_modes(c)[layer] == "reuse"
         d_ff = c.intermediate_size * (2 if c.use_double_wide_mlp and shared else 1)
         sources = {
             "q": _linear("self_attn.q_proj.weight", q_width, d),
@@ -812,11 +825,10 @@ class Gemma4TextAdapter(LlamaAdapter):
 
     def _kv_source(self, layer):
         """The layer whose keys and values a KV-shared `layer` reads, or None."""
-        c = self.config
-        if c.kv_sharing_modes[layer] != "reuse":
+        c, modes = self.config, _kv_sharing_modes(self.config)
+        if modes[layer] != "reuse":
             return None
-        return max(i for i, mode in enumerate(c.kv_sharing_modes)
-                   if mode == "store" and c.layer_types[i] == c.layer_types[layer])
+        return max(i for i, mode in enumerate(modes) if mode == "store" and c.layer_types[i] == c.layer_types[layer])
 
     def jacobian_inputs(self, layer, acts, token_inputs):
         """The sample's per-layer input; for a KV-shared layer also the input and per-layer input of

@@ -26,6 +26,7 @@ row of the identity, through the block on the whole sequence, last token only) a
 of benchmarks and tests.
 """
 
+import inspect
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -79,7 +80,7 @@ def _cache_in(args, kwargs):
     return next((v for v in (*args, *kwargs.values()) if isinstance(v, Cache)), None)
 
 
-def block_calls(model, input_ids, *, past_key_values=None, layers=None):
+def block_calls(model, input_ids, *, cache=None, layers=None):
     """Run the model's base on one sequence and record the call of each block.
 
     Parameters
@@ -87,7 +88,7 @@ def block_calls(model, input_ids, *, past_key_values=None, layers=None):
     model : transformers.PreTrainedModel
         A family :func:`crosslayer.adapters.adapter_for` supports, in eval mode.
     input_ids : (T,) sequence of int
-    past_key_values : transformers.Cache, optional
+    cache : transformers.Cache, optional
         Context already run (the sequence then continues it).
     layers : iterable of int, optional
         Blocks to record (default all).
@@ -114,11 +115,17 @@ def block_calls(model, input_ids, *, past_key_values=None, layers=None):
     handles = [b.register_forward_pre_hook(recorder(l), with_kwargs=True) for l, b in enumerate(blocks) if l in wanted]
     try:
         with torch.no_grad():
-            model.base_model(input_ids=ids, past_key_values=past_key_values, use_cache=past_key_values is not None)
+            model.base_model(input_ids=ids, use_cache=cache is not None, **{_cache_argument(model.base_model): cache})
     finally:
         for handle in handles:
             handle.remove()
     return calls
+
+
+def _cache_argument(module):
+    """The name under which `module`'s forward takes the key/value cache: ``cache`` from transformers
+    5.2x on, ``past_key_values`` before (a name that then warns, and goes in 5.40)."""
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 def _row_bytes(model, tokens, context):
@@ -182,8 +189,8 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
         raise ValueError("input_ids is empty")
     cache = DynamicCache(config=model.config)
     if len(ids) > 1:  # the context, run once and cached; the last token then continues it
-        block_calls(model, ids[:-1], past_key_values=cache, layers=())
-    calls = block_calls(model, ids[-1:], past_key_values=cache, layers=layers)
+        block_calls(model, ids[:-1], cache=cache, layers=())
+    calls = block_calls(model, ids[-1:], cache=cache, layers=layers)
     adapter = adapter_for(model)
     for layer in sorted(calls):
         call = calls[layer]

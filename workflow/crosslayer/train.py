@@ -174,12 +174,11 @@ def build_model(
     return model
 
 
-def _block_without_residual(layer, hidden_states, *, attention_mask=None, position_ids=None, past_key_values=None,
-                            use_cache=False, position_embeddings=None, **kwargs):
-    """A Llama decoder layer's forward with both residual connections removed (paper 003's NoRes)."""
-    hidden_states, _ = layer.self_attn(
-        hidden_states=layer.input_layernorm(hidden_states), attention_mask=attention_mask, position_ids=position_ids,
-        past_key_values=past_key_values, use_cache=use_cache, position_embeddings=position_embeddings, **kwargs)
+def _block_without_residual(layer, hidden_states, **kwargs):
+    """A Llama decoder layer's forward with both residual connections removed (paper 003's NoRes).
+    Its keywords (mask, positions, the key/value cache under whichever name this transformers
+    gives it) pass on to the attention as the layer's own forward passes them."""
+    hidden_states, _ = layer.self_attn(hidden_states=layer.input_layernorm(hidden_states), **kwargs)
     return layer.mlp(layer.post_attention_layernorm(hidden_states))
 
 
