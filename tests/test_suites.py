@@ -110,6 +110,11 @@ def test_the_own_models_overlay_runs_the_default_analyses_on_those_models_only(t
     assert jobs["register_checkpoint"] == 2 and jobs["mlp_alignment"] == jobs["block_jacobians"] == 2
     assert jobs["projection_continuity"] == jobs["block_coupling"] == 2
     assert not {"train_model", "train_toy", "train_ablation"} & set(jobs)  # (the corpus still gives prompts)
+    import yaml
+
+    default, own = (yaml.safe_load(path.read_text()) for path in (ROOT / "config" / "config.yaml", overlay))
+    assert default["alignment"]["threshold"] == 0.5  # suits only the default's d = 128
+    assert {**default["alignment"], **own["alignment"]}["threshold"] == 0.15  # paper 000's Table 1, real widths
 
     bad = tmp_path / "bad.yaml"
     bad.write_text(json.dumps({"run_models": ["my-model", "nope"]}))

@@ -616,7 +616,8 @@ def test_a_checkpoint_replaced_behind_snakemakes_back_is_registered_anew_before_
     config = write_config(tmp_path / "local.yaml", {"m": {"source": "local", "checkpoints": {"1": str(local)}}})
     target = "results/dynamics/m/step1.activations.npz"
     snakemake(tmp_path, target, "--cores", "1", "--configfile", str(config))
-    assert not list((tmp_path / "results").rglob(".*"))  # the stat cache lies outside results/
+    assert not list((tmp_path / "results").rglob("*.stat"))  # the stat cache lies outside results/
+    assert (tmp_path / ".crosslayer/stat/results/checkpoints/m/step1.json").is_file()
     first = np.load(tmp_path / target)["acts"]
 
     # replaced by other weights (newer mtime): registered anew, and everything after it redone
@@ -738,6 +739,7 @@ def test_too_few_long_texts_fail_naming_the_checkpoint_and_the_samples(tiny_run,
         ("coupling: {window: 7}", "coupling.window: 7 is longer than the 5 states"),
         ("coupling: {token_wise: {layer_pairs: [[1, 4]]}}", "coupling.token_wise.layer_pairs: [[1, 4]]"),
         ("coupling: {metric: frobenius}", "frobenius"),
+        ("coupling: {depthwise_token: 24}", "Invalid config: coupling.depthwise_token: 24 lies outside every prompt"),
         ("transformer_ablations: {train: {n_heads: 3}}", "transformer_ablations.train.n_heads: 3 must divide"),
         ("transformer_ablations: {runs: {relu2: {activation: relu2}}}", "relu2"),
         ("transformer_ablations: {train: {n_layers: 2}}", "below the 2 layers of the transformer ablations"),

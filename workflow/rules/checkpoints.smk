@@ -57,6 +57,7 @@ rule register_checkpoint:
     wildcard_constraints:
         model=one_of(models_from("train", "local")),
     localrule: True
+    priority: 50  # first among ready jobs: a broken checkpoint (every tensor is checked) stops the run early
     conda:
         "../../envs/checkpoints.yaml"
     params:
