@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from crosslayer.devices import check_device
 from crosslayer.malloc import retain_freed_memory
-from crosslayer.models import ABLATION_KEY, drop_norms
+from crosslayer.models import ABLATION_KEY, check_tensors, drop_norms
 
 __all__ = [
     "ACTIVATIONS",
@@ -226,6 +226,7 @@ def _save_checkpoint(model, tokenizer, step_dir: Path):
             hf_logging.enable_progress_bar()
     if not (tmp / "model.safetensors").is_file():
         raise RuntimeError(f"save_pretrained wrote no model.safetensors into {tmp}")
+    check_tensors(tmp, revision=step_dir.name)  # as registration checks a checkpoint from elsewhere
     shutil.rmtree(step_dir, ignore_errors=True)
     os.replace(tmp, step_dir)
 

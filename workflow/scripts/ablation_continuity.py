@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from crosslayer.continuity import checkpoint_summary, continuity_checkpoint
-from crosslayer.models import check_tensors
 
 params, run = snakemake.params, Path(snakemake.input.run)
 outcome = json.loads((run / "outcome.json").read_text())
@@ -25,7 +24,6 @@ if outcome["diverged_step"] is None:
     step = outcome["steps"]
     manifest = {"path": str(run / f"step{step}"), "model": snakemake.wildcards.ablation, "revision": f"step{step}",
                 "step": step}
-    check_tensors(manifest["path"], model=manifest["model"], revision=manifest["revision"])
     result = continuity_checkpoint(manifest, projections=params.projections, device=params.device)
 table, arrays = checkpoint_summary(result, erank_power=params.erank_power, n_components=params.pca_components,
                                    draws=params.baseline_draws, seed=params.seed)
