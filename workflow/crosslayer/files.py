@@ -113,7 +113,7 @@ def changed_checkpoint(manifest_path):
     manifest_path = Path(manifest_path)
     try:
         manifest = json.loads(manifest_path.read_text())
-        root = Path(os.path.normpath(manifest_path.parent / manifest["path"]))  # relative: to the manifest
+        root = Path(os.path.normpath(manifest_path.parent.absolute() / manifest["path"]))  # relative: to it
         recorded = manifest["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return None

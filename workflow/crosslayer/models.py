@@ -51,8 +51,9 @@ def check_tensors(path, *, model=None, revision=None):
     """Refuse a saved checkpoint whose weight files do not hold exactly the tensors of its model.
 
     The model is built from config.json on the meta device (no memory allocated, no weight read),
-    as :func:`load_model` would build it (a causal LM; the base model of an encoder, whose heads are
-    not read), and compared with the weight files' headers: every tensor name and shape, under
+    as :func:`load_model` would build it (a causal LM; for an encoder, which only the weight analyses
+    read, the class its config.json names, its heads' tensors not required to match), and compared
+    with the weight files' headers: every tensor name and shape, under
     transformers' own key renaming, with its documented exceptions (tied weights, legacy buffers a
     family declares ignorable). A checkpoint that passes loads strictly and reads every projection.
 
@@ -114,28 +115,19 @@ def _build(config, causal):
 
 
 def _key_renamer(model, expected):
-    """``rename(checkpoint key) -> (model key, converted)``, as transformers' loading renames keys
-    (legacy names, a missing or extra base-model prefix); ``converted`` when one of its weight
-    converters (which may fuse or split tensors, so shapes differ by design) takes the key."""
-    prefix = model.base_model_prefix
-    try:
-        from transformers.conversion_mapping import get_model_conversion_mapping
-        from transformers.core_model_loading import WeightConverter, rename_source_key
-    except ImportError:  # another transformers layout: the base-model prefix alone
-        def rename(key):
-            if key not in expected and f"{prefix}.{key}" in expected:
-                return f"{prefix}.{key}", False
-            if key.startswith(f"{prefix}.") and key[len(prefix) + 1:] in expected:
-                return key[len(prefix) + 1:], False
-            return key, False
+    """``rename(checkpoint key) -> (model key, converted)`` by transformers' own loading rules (legacy
+    names, a missing or extra base-model prefix; the same functions in every release from 5.18 on);
+    ``converted`` when one of its weight converters (which may fuse or split tensors, so shapes
+    differ by design) takes the key."""
+    from transformers.conversion_mapping import get_model_conversion_mapping
+    from transformers.core_model_loading import WeightConverter, rename_source_key
 
-        return rename
     mapping = get_model_conversion_mapping(model)
     renamings = [m for m in mapping if not isinstance(m, WeightConverter)]
     converters = [m for m in mapping if isinstance(m, WeightConverter)]
 
     def rename(key):
-        target, converter = rename_source_key(key, renamings, converters, prefix, expected)
+        target, converter = rename_source_key(key, renamings, converters, model.base_model_prefix, expected)
         return target, converter is not None
 
     return rename

@@ -54,7 +54,7 @@ except ValueError as err:
 MODELS = config["models"]
 
 
-def forget_changed_checkpoints():
+def redo_changed_checkpoints():
     """Before planning: a registered checkpoint whose files are no longer those its manifest
     recorded (whatever their mtimes: a restore from backup, `cp -p`, `rsync -t`) gets a manifest
     dated 1970, older than any of its files, so that this run registers it anew and redoes every
@@ -70,9 +70,12 @@ def forget_changed_checkpoints():
                                "registering it anew; its analyses will be redone.")
                 # 1 ns after the epoch (0 reads as "no mtime"); a missing manifest would not do: Snakemake
                 # keeps results whose intermediate input is gone
-                os.utime(manifest, ns=(1, 1))
-
-
+                try:
+                    os.utime(manifest, ns=(1, 1))
+                except OSError as err:
+                    raise WorkflowError(f"Checkpoint {model} step {step} changed since it was registered ({change}), "
+                                        f"and its manifest cannot be marked for registration anew ({err}): make "
+                                        "results/ writable, or restore the checkpoint's files") from None
 
 
 def models_from(*sources):
@@ -125,7 +128,7 @@ def get_model_steps(wildcards):
     return get_steps(wildcards.model)
 
 
-forget_changed_checkpoints()
+redo_changed_checkpoints()
 
 
 def get_reference_step(wildcards):
