@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python >= 3.11 and pip):
 #   make run    set up .venv and run the embedded default workflow end to end (offline)
 #   make test   set up .venv and run the test suite
+#   make test-fast   the library tests only (no Snakemake runs): for iterating
 # A GPU machine keeps its own CUDA build of torch: torch is installed only when missing
 # (create the venv with VENV_FLAGS=--system-site-packages to reuse a system torch).
 
@@ -11,7 +12,7 @@ TORCH ?= torch==2.13.0
 CORES ?= all
 BIN := $(VENV)/bin
 
-.PHONY: setup run report test bench clean
+.PHONY: setup run report test test-fast bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -27,6 +28,9 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not workflow"
 
 bench: setup
 	$(BIN)/python -m crosslayer.bench

@@ -368,3 +368,59 @@ def test_a_weight_only_family_in_an_activation_stage_is_refused_naming_model_and
     config["models"]["m"]["analyses"] = ["alignment", "topology"]
     with pytest.raises(ValueError, match=r"models.m.analyses: topology needs dynamics"):
         check_config(config)
+
+
+# -- config/README.md documents every key with the schema's default -------------------------------
+
+
+def documented_defaults():
+    """``{dotted key: default cell}`` from config/README.md's tables: a row names one key or several
+    (`` `dataset.path`, `.name` `` continues the first one's parent), with one default each."""
+    found, tops = {}, []
+    for line in (ROOT / "config" / "README.md").read_text().splitlines():
+        if line.startswith("## "):
+            tops = re.findall(r"`(\w+)`", line)
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")] if line.startswith("| `") else []
+        if not tops or tops == ["models"] or len(cells) < 3:
+            continue
+        names = re.findall(r"`([\w.]+)`", cells[0])
+        names = [names[0].rsplit(".", 1)[0] + name if name.startswith(".") else name for name in names]
+        defaults = cells[1].split(", ") if len(names) > 1 else [cells[1]]
+        assert len(defaults) == len(names), f"config/README.md row {cells[0]}: {len(names)} keys, defaults {cells[1]}"
+        for name, default in zip(names, defaults):
+            found[name if name in tops else f"{tops[0]}.{name}"] = default
+    return found
+
+
+def schema_keys(node=SCHEMA, prefix=""):
+    """``(dotted key, schema)`` of every configurable key below `prefix`, ``$ref`` resolved (models'
+    entries excluded: their table has no defaults)."""
+    for name, sub in node.get("properties", {}).items():
+        while "$ref" in sub:
+            sub = {**SCHEMA["$defs"][sub["$ref"].split("/")[-1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+        key = f"{prefix}.{name}" if prefix else name
+        if key != "models":
+            yield key, sub
+            yield from schema_keys(sub, key)
+
+
+def as_value(cell):
+    """A README default cell as a YAML value (`` `warn` `` -> "warn", −1 -> -1, null -> None)."""
+    return yaml.safe_load(cell.replace("`", "").replace("−", "-"))
+
+
+def test_config_readme_documents_every_key_with_the_schemas_default():
+    documented = documented_defaults()
+    assert len(documented) > 100  # the tables were found
+    undocumented, differ = [], []
+    for key, node in schema_keys():
+        parents = [key.rsplit(".", n)[0] for n in range(key.count(".") + 1)]
+        if "properties" not in node and not any(parent in documented for parent in parents):
+            undocumented.append(key)  # a setting with neither a row of its own nor one for a block holding it
+        elif key in documented and "default" in node and as_value(documented[key]) != node["default"]:
+            differ.append(f"{key}: README {documented[key]!r}, schema {node['default']!r}")
+    assert not undocumented, f"keys of config/schema.yaml missing from config/README.md: {undocumented}"
+    assert not differ, "defaults that differ between config/README.md and config/schema.yaml:\n" + "\n".join(differ)
+    unknown = [key for key in documented if schema_node(key) is None]
+    assert not unknown, f"config/README.md documents keys config/schema.yaml does not have: {unknown}"

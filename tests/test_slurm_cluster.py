@@ -6,7 +6,11 @@ packages and no way to install them); under CI=true that is a failure instead.
 
 import time
 
+import pytest
+
 from slurm_cluster import _pid_alive
+
+pytestmark = pytest.mark.workflow  # starts SLURM's daemons: the slower tier
 
 
 def _wait_job_done(cluster, jobid, timeout=30):

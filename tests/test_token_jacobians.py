@@ -243,3 +243,25 @@ def test_block_calls_pass_the_cache_as_the_installed_transformers_names_it(famil
         calls = block_calls(model, ids[-1:], cache=cache)
     assert sorted(calls) == list(range(LAYERS))
     assert cache.get_seq_length() == len(ids)  # the last token continued the context, not a new sequence
+
+
+def test_a_fallback_to_the_generic_sweep_is_logged_once_per_family_and_reason(caplog):
+    # fused (SDPA) attention gives the split form no attention call to record: the generic sweep
+    # is exact but about 2x slower, which a user sees in the job's log, once, not per prompt
+    import crosslayer.token_jacobians as module
+
+    module._FALLBACKS_SAID.clear()
+    model, ids = build("llama")
+    fused = tiny_model("llama", eager=False)
+    fused.load_state_dict(model.state_dict())
+    with caplog.at_level("WARNING", logger="crosslayer.token_jacobians"):
+        fallback = dict(last_token_jacobians(fused, ids))
+        dict(last_token_jacobians(fused, ids[:-1]))
+    said = [r.getMessage() for r in caplog.records if "split Jacobian does not apply" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("llama layer 0:") and "generic sweep" in said[0]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="crosslayer.token_jacobians"):
+        split = dict(last_token_jacobians(model, ids))
+    assert not caplog.records  # the eager model takes the split form
+    for layer in split:
+        torch.testing.assert_close(fallback[layer], split[layer], rtol=1e-4, atol=1e-5)

@@ -27,6 +27,7 @@ of benchmarks and tests.
 """
 
 import inspect
+import logging
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ from crosslayer.adapters import adapter_for
 __all__ = ["BlockCall", "block_calls", "last_token_jacobians", "released_last_token_jacobians", "token_jacobians"]
 
 DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one batch of cotangents
+
+log = logging.getLogger(__name__)
+_FALLBACKS_SAID = set()  # (family, reason) already logged: once per process, not per prompt
 
 
 @dataclass
@@ -311,19 +315,19 @@ def _split_jacobian(adapter, call, chunk_bytes):
     from crosslayer.jacobian import branch_jacobian_with_attention
 
     if not adapter.closed_form or adapter.token_input_width:
-        return None
+        return None  # no closed form for this family: the generic sweep is its route, not a fallback
     try:
         parts, prepared = _block_constants(adapter, call.block, call.hidden.device)
         x, y, seen = _recorded_attention(call)
-    except (_NotSplittable, NotImplementedError, AttributeError, ValueError, KeyError, TypeError):
-        return None
+    except (_NotSplittable, NotImplementedError, AttributeError, ValueError, KeyError, TypeError) as err:
+        return _fall_back(adapter, call.layer, f"{type(err).__name__}: {err}")
     module, query, key, value, mask, kwargs, out, weights = seen["attention"]
     k_new, v_new = seen["k_new"], seen["v_new"]
     H, Hkv, dh = query.shape[1], key.shape[1], query.shape[-1]
     if (not torch.isfinite(y).all() or query.shape[0] != 1 or query.shape[2] != 1 or weights is None or H % Hkv
             or H * dh != parts.w_o.shape[1] or not torch.equal(key[:, :, -1:], k_new)
             or not torch.equal(value[:, :, -1:], v_new)):
-        return None
+        return _fall_back(adapter, call.layer, "the attention call is not one query over cached keys and values")
     with torch.no_grad():
         q = query[0, :, 0].float()  # (H, dh)
         group = torch.arange(H, device=q.device) // (H // Hkv)
@@ -341,7 +345,7 @@ def _split_jacobian(adapter, call, chunk_bytes):
         o = out[0, -1].float()  # (H, dh)
         if not (torch.allclose(a, weights[0, :, -1].float(), atol=1e-5)
                 and torch.allclose(o, torch.einsum("ht,hte->he", a, V), atol=1e-5 * (1 + V.abs().max()))):
-            return None
+            return _fall_back(adapter, call.layer, "the recorded attention is not softmax(scaled logits) times values")
         d = parts.d_model
         W_o = parts.w_o.to(device=q.device, dtype=torch.float32).reshape(d, H, dh)
         B = (a * slope)[..., None] * (V - o[:, None])  # d o_h / d l_hj, (H, T, dh)
@@ -365,8 +369,18 @@ def _split_jacobian(adapter, call, chunk_bytes):
             J_attn = _vjp_rows((query, k_new, v_new), x, (cot_q, cot_k, cot_v), chunk_bytes)
     J, block_out = branch_jacobian_with_attention(parts, x.detach()[0], J_attn, attn_out, prepared=prepared)
     if not torch.allclose(block_out, y.float(), rtol=1e-4, atol=1e-4 * float(y.abs().max())):
-        return None
+        return _fall_back(adapter, call.layer, "the closed form does not reproduce the block's output")
     return J.to(x.dtype)
+
+
+def _fall_back(adapter, layer, reason):
+    """None (the generic sweep, about 2x the split form's time), said once per family and reason."""
+    if (adapter.model_type, reason) not in _FALLBACKS_SAID:
+        _FALLBACKS_SAID.add((adapter.model_type, reason))
+        log.warning("%s layer %d: the split Jacobian does not apply (%s); the generic sweep through the whole "
+                    "block is used, exact but about 2x slower (said once per family and reason)",
+                    adapter.model_type, layer, reason)
+    return None
 
 
 def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAULT_CHUNK_BYTES):
