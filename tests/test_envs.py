@@ -63,25 +63,35 @@ def test_env_file_parses_and_pins(env_file):
 
 
 def imported_modules(path, seen=None):
-    """Top-level names of every module `path` imports, following crosslayer and _setup imports."""
+    """Top-level names of every module `path` imports, following crosslayer and _setup imports into
+    modules and packages (``a/b.py`` or ``a/b/__init__.py``), relative imports included."""
     seen = set() if seen is None else seen
     if path in seen:
         return set()
     seen.add(path)
     names = set()
+    package = path.parent.relative_to(ROOT / "workflow").as_posix().replace("/", ".") if path.is_relative_to(
+        ROOT / "workflow" / "crosslayer") else ""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the importing file's package
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            modules = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
         for module in modules:
             top = module.split(".")[0]
             names.add(top)
-            local = ROOT / "workflow" / ("scripts" if top == "_setup" else "") / (module.replace(".", "/") + ".py")
-            if top in LOCAL and local.is_file():
-                names |= imported_modules(local, seen)
+            if top not in LOCAL:
+                continue
+            stem = ROOT / "workflow" / ("scripts" if top == "_setup" else "") / module.replace(".", "/")
+            for local in (stem.with_suffix(".py"), stem / "__init__.py"):
+                if local.is_file():
+                    names |= imported_modules(local, seen)
     return names
 
 
@@ -98,3 +108,18 @@ def test_import_scan_follows_the_library():
     # mlp_alignment.py imports only numpy and torch itself; safetensors comes through crosslayer.adapters
     found = imported_modules(ROOT / "workflow" / "scripts" / "mlp_alignment.py")
     assert {"numpy", "torch", "safetensors", "scipy", "transformers"} <= found
+
+
+def test_import_scan_follows_packages_and_relative_imports(tmp_path, monkeypatch):
+    # after a move into subpackages the scan must still reach every module a script uses
+    root = tmp_path / "repo"
+    package = root / "workflow" / "crosslayer" / "linalg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .svd import top\n")
+    (package / "svd.py").write_text("import scipy.linalg\nfrom ..other import x\n")
+    (root / "workflow" / "crosslayer" / "other.py").write_text("import statsmodels\n")
+    script = root / "workflow" / "scripts" / "s.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("from crosslayer.linalg import top\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
+    assert {"scipy", "statsmodels"} <= imported_modules(script)
