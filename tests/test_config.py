@@ -137,18 +137,24 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
 
 
+def resolved(node):
+    """A schema node with its ``$ref`` and ``allOf`` parts merged in."""
+    while "$ref" in node or "allOf" in node:
+        if "$ref" in node:
+            node = {**SCHEMA["$defs"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        else:
+            merged = {k: v for k, v in node.items() if k != "allOf"}
+            for sub in node["allOf"]:
+                merged.setdefault("properties", {}).update(sub.get("properties", {}))
+            node = merged
+    return node
+
+
 def schema_node(path):
     """The schema of a dotted config key (``*`` or any name for a free mapping's entries), or None."""
     node = SCHEMA
     for part in path.split("."):
-        while "$ref" in node or "allOf" in node:
-            if "$ref" in node:
-                node = {**SCHEMA["$defs"][node["$ref"].split("/")[-1]], **{k: v for k, v in node.items() if k != "$ref"}}
-            else:
-                merged = {k: v for k, v in node.items() if k != "allOf"}
-                for sub in node["allOf"]:
-                    merged.setdefault("properties", {}).update(sub.get("properties", {}))
-                node = merged
+        node = resolved(node)
         if part in node.get("properties", {}):
             node = node["properties"][part]
         elif isinstance(node.get("additionalProperties"), dict):
@@ -397,8 +403,7 @@ def schema_keys(node=SCHEMA, prefix=""):
     """``(dotted key, schema)`` of every configurable key below `prefix`, ``$ref`` resolved (models'
     entries excluded: their table has no defaults)."""
     for name, sub in node.get("properties", {}).items():
-        while "$ref" in sub:
-            sub = {**SCHEMA["$defs"][sub["$ref"].split("/")[-1]], **{k: v for k, v in sub.items() if k != "$ref"}}
+        sub = resolved(sub)
         key = f"{prefix}.{name}" if prefix else name
         if key != "models":
             yield key, sub

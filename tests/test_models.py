@@ -143,7 +143,8 @@ def test_check_tensors_judges_as_transformers_loading_does(tmp_path, family):
                 verdicts.append("accepted")
             except CheckpointError:
                 verdicts.append("refused")
-        assert verdicts[0] == verdicts[1], f"{family} without {key}: load_model {verdicts[0]}, check_tensors {verdicts[1]}"
+        assert verdicts[0] == verdicts[1], \
+            f"{family} without {key}: load_model {verdicts[0]}, check_tensors {verdicts[1]}"
 
 
 def test_check_tensors_reads_shards_and_pickles_and_names_a_tensor_its_shard_lacks(tmp_path):

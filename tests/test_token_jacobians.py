@@ -7,9 +7,10 @@ import pytest
 import torch
 import transformers as T
 
+from crosslayer.adapters import adapter_for
+from crosslayer.blocks import block_calls
 from crosslayer.token_jacobians import (
     _sweep,
-    block_calls,
     last_token_jacobians,
     released_last_token_jacobians,
     token_jacobians,
@@ -34,8 +35,6 @@ def build(family, seed=0):
 
 def reference(model, ids, layer, t1, t2, *, branch=True):
     """d block_l(X)_{t2} / d x_{t1} (minus I at t1 = t2 for the branch) by the paper's autograd."""
-    from crosslayer.adapters import adapter_for
-
     block = adapter_for(model).blocks(model)[layer]
     state = {}
 
@@ -87,7 +86,7 @@ def test_token_wise_jacobians_equal_autograd_of_the_real_model_per_pair(family):
 @pytest.mark.parametrize("family", ["llama", "bloom"])
 def test_a_later_token_has_no_effect(family):
     model, ids = build(family)
-    call = block_calls(model, ids, layers=[1])[1]
+    call = block_calls(model, adapter_for(model).blocks(model), ids, layers=[1])[1]
     with torch.enable_grad():
         X = call.hidden.clone().requires_grad_(True)
         grads = _sweep((call(X) - X)[2], X, 1 << 20, 1 << 12)  # (d, T, d), 256 rows per chunk
@@ -118,12 +117,12 @@ GENERIC_SWEEP = {"bloom", "gpt_neo", "stablelm", "mpt", "falcon", "falcon_multi_
 def split_jacobians(model, ids):
     from transformers import DynamicCache
 
-    from crosslayer.adapters import adapter_for
     from crosslayer.token_jacobians import _split_jacobian
 
     cache = DynamicCache(config=model.config)
-    block_calls(model, ids[:-1], cache=cache, layers=())
-    calls = block_calls(model, ids[-1:], cache=cache)
+    blocks = adapter_for(model).blocks(model)
+    block_calls(model, blocks, ids[:-1], cache=cache, layers=())
+    calls = block_calls(model, blocks, ids[-1:], cache=cache)
     return {layer: _split_jacobian(adapter_for(model), call, 4 * D * 7) for layer, call in sorted(calls.items())}
 
 
@@ -239,8 +238,9 @@ def test_block_calls_pass_the_cache_as_the_installed_transformers_names_it(famil
     cache = T.DynamicCache(config=model.config)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*past_key_values.*", category=FutureWarning)
-        block_calls(model, ids[:-1], cache=cache, layers=())
-        calls = block_calls(model, ids[-1:], cache=cache)
+        blocks = adapter_for(model).blocks(model)
+        block_calls(model, blocks, ids[:-1], cache=cache, layers=())
+        calls = block_calls(model, blocks, ids[-1:], cache=cache)
     assert sorted(calls) == list(range(LAYERS))
     assert cache.get_seq_length() == len(ids)  # the last token continued the context, not a new sequence
 

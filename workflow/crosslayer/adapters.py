@@ -38,6 +38,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from crosslayer.blocks import block_calls
 from crosslayer.errors import CheckpointError
 
 log = logging.getLogger(__name__)
@@ -364,10 +365,8 @@ class FamilyAdapter:
         The block's other arguments (rotary position embeddings of its layer type, ALiBi,
         masks) are recorded from the model's own forward on a one-token sequence, so no family
         needs its own version."""
-        from crosslayer.token_jacobians import block_calls  # it imports this module
-
         layer = self._layer_of(model, block)
-        call = block_calls(model, [0], layers=[layer])[layer]
+        call = block_calls(model, self.blocks(model), [0], layers=[layer])[layer]
 
         def forward(h, extra=None):
             if extra is not None:
@@ -847,11 +846,9 @@ class Gemma4TextAdapter(LlamaAdapter):
         KV-shared layer, the keys and values its source layer computes on the sample's input there."""
         import dataclasses
 
-        from crosslayer.token_jacobians import block_calls
-
         layer = self._layer_of(model, block)
         source = self._kv_source(layer)
-        calls = block_calls(model, [0], layers=[layer] if source is None else [layer, source])
+        calls = block_calls(model, self.blocks(model), [0], layers=[layer] if source is None else [layer, source])
         e, d = self.token_input_width, self.geometry.d_model
 
         def run(call, h, ple, states):

@@ -449,8 +449,10 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
     sweep) with the SVD, and token-wise J_{t1 t2} (per-pair autograd vs one sweep per t2)."""
     import torch
 
+    from crosslayer.adapters import adapter_for
+    from crosslayer.blocks import block_calls
     from crosslayer.coupling import top_singular
-    from crosslayer.token_jacobians import block_calls, last_token_jacobians, token_jacobians
+    from crosslayer.token_jacobians import last_token_jacobians, token_jacobians
 
     if threads:
         torch.set_num_threads(threads)
@@ -471,7 +473,7 @@ def bench_coupling(dims=(256, 512, 1024), tokens=(8, 32), styles=("llama", "gpt_
             for T in tokens:
                 ids = torch.randint(0, 8, (T,), generator=torch.Generator().manual_seed(T)).tolist()
                 t_ours, ((_, J),) = _timed(lambda: list(last_token_jacobians(model, ids)), 2)
-                call = block_calls(model, ids)[0]
+                call = block_calls(model, adapter_for(model).blocks(model), ids)[0]
                 rows = min(d, released_rows)
 
                 def released():

@@ -26,110 +26,21 @@ row of the identity, through the block on the whole sequence, last token only) a
 of benchmarks and tests.
 """
 
-import inspect
 import logging
 import sys
 import weakref
-from dataclasses import dataclass, field
 
 import torch
 
 from crosslayer.adapters import adapter_for
+from crosslayer.blocks import block_calls
 
-__all__ = ["BlockCall", "block_calls", "last_token_jacobians", "released_last_token_jacobians", "token_jacobians"]
+__all__ = ["last_token_jacobians", "released_last_token_jacobians", "token_jacobians"]
 
 DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one batch of cotangents
 
 log = logging.getLogger(__name__)
 _FALLBACKS_SAID = set()  # (family, reason) already logged: once per process, not per prompt
-
-
-@dataclass
-class BlockCall:
-    """One recorded call of a decoder block: ``call(X)`` reruns it on another input ``X``.
-
-    Attributes
-    ----------
-    layer : int
-    block : torch.nn.Module
-    hidden : (T, d) torch.Tensor
-        The block's recorded input (detached).
-    args, kwargs
-        The other arguments the model passed (hidden states removed).
-    cache_state : dict or None
-        The state of this layer's key/value cache before the call; restored before every rerun,
-        so that a rerun sees the context exactly as the recorded call did.
-    """
-
-    layer: int
-    block: torch.nn.Module
-    hidden: torch.Tensor
-    args: tuple = ()
-    kwargs: dict = field(default_factory=dict)
-    cache_state: dict | None = None
-
-    def __call__(self, X):
-        """Block output ``(T, d)`` for input ``X`` ``(T, d)``."""
-        cache = _cache_in(self.args, self.kwargs)
-        if cache is not None:
-            cache.layers[self.layer].__dict__.update(self.cache_state)
-        out = self.block(X[None], *self.args, **self.kwargs)
-        return (out[0] if isinstance(out, tuple) else out)[0]
-
-
-def _cache_in(args, kwargs):
-    """The key/value cache among a block call's arguments (GPT-2 passes it positionally)."""
-    from transformers import Cache
-
-    return next((v for v in (*args, *kwargs.values()) if isinstance(v, Cache)), None)
-
-
-def block_calls(model, input_ids, *, cache=None, layers=None):
-    """Run the model's base on one sequence and record the call of each block.
-
-    Parameters
-    ----------
-    model : transformers.PreTrainedModel
-        A family :func:`crosslayer.adapters.adapter_for` supports, in eval mode.
-    input_ids : (T,) sequence of int
-    cache : transformers.Cache, optional
-        Context already run (the sequence then continues it).
-    layers : iterable of int, optional
-        Blocks to record (default all).
-
-    Returns
-    -------
-    dict[int, BlockCall]
-    """
-    blocks = adapter_for(model).blocks(model)
-    wanted = set(range(len(blocks)) if layers is None else layers)
-    calls = {}
-
-    def recorder(layer):
-        def hook(module, args, kwargs):
-            kwargs = dict(kwargs)
-            hidden = args[0] if args else kwargs.pop("hidden_states")
-            cache = _cache_in(args, kwargs)
-            state = dict(cache.layers[layer].__dict__) if cache is not None else None
-            calls[layer] = BlockCall(layer, module, hidden.detach()[0], tuple(args[1:]), kwargs, state)
-        return hook
-
-    device = next(model.parameters()).device
-    ids = torch.as_tensor(input_ids, dtype=torch.long, device=device)[None]
-    handles = [b.register_forward_pre_hook(recorder(l), with_kwargs=True) for l, b in enumerate(blocks) if l in wanted]
-    try:
-        with torch.no_grad():
-            model.base_model(input_ids=ids, use_cache=cache is not None, **{_cache_argument(model.base_model): cache})
-    finally:
-        for handle in handles:
-            handle.remove()
-    return calls
-
-
-def _cache_argument(module):
-    """The name under which `module`'s forward takes the key/value cache: ``cache`` from transformers
-    5.2x on, ``past_key_values`` before (a name that then warns, and goes in 5.40)."""
-    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
 
 
 def _row_bytes(model, tokens, context):
@@ -191,11 +102,12 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
     ids = list(input_ids)
     if not ids:
         raise ValueError("input_ids is empty")
+    adapter = adapter_for(model)
+    blocks = adapter.blocks(model)
     cache = DynamicCache(config=model.config)
     if len(ids) > 1:  # the context, run once and cached; the last token then continues it
-        block_calls(model, ids[:-1], cache=cache, layers=())
-    calls = block_calls(model, ids[-1:], cache=cache, layers=layers)
-    adapter = adapter_for(model)
+        block_calls(model, blocks, ids[:-1], cache=cache, layers=())
+    calls = block_calls(model, blocks, ids[-1:], cache=cache, layers=layers)
     for layer in sorted(calls):
         call = calls[layer]
         J = _split_jacobian(adapter, call, chunk_bytes)
@@ -227,7 +139,7 @@ def _recorded_attention(call):
     """
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    cache = _cache_in(call.args, call.kwargs)
+    cache = call.cache
     if cache is None:
         raise _NotSplittable("no key/value cache")
     cache_layer, seen = cache.layers[call.layer], {}
@@ -407,7 +319,7 @@ def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAUL
     outputs = range(T) if outputs is None else sorted(outputs)
     if any(not 0 <= t < T for t in outputs):
         raise ValueError(f"output tokens {list(outputs)} must lie in [0, {T})")
-    call = block_calls(model, ids, layers=[layer])[layer]
+    call = block_calls(model, adapter_for(model).blocks(model), ids, layers=[layer])[layer]
     row_bytes = _row_bytes(model, T, T)
     with torch.enable_grad():
         X = call.hidden.clone().requires_grad_(True)  # (T, d)
@@ -426,7 +338,7 @@ def released_last_token_jacobians(model, input_ids, *, layers=None):
     Yields ``(layer, J)`` like :func:`last_token_jacobians` (same values up to rounding).
     """
     ids = list(input_ids)
-    calls = block_calls(model, ids, layers=layers)
+    calls = block_calls(model, adapter_for(model).blocks(model), ids, layers=layers)
     for layer in sorted(calls):
         call = calls[layer]
         with torch.enable_grad():

@@ -1,0 +1,73 @@
+"""The library's import graph has no cycle: a module imports only modules beneath it. Imports inside
+functions count too, which is how the last cycle (adapters -> token_jacobians -> jacobian ->
+adapters) hid."""
+
+import ast
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parents[1] / "workflow" / "crosslayer"
+
+
+def module_name(path, root):
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root=LIBRARY):
+    """``{module: {crosslayer modules it imports, at any depth of its code}}``."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                # `from pkg import mod` imports pkg.mod when that is a module, else pkg
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def find_cycle(graph):
+    """One cycle as a list of modules (first == last), or None."""
+    state, path = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = "done"
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_library_imports_without_a_cycle():
+    graph = import_graph()
+    assert len(graph) > 30 and "crosslayer.adapters" in graph["crosslayer.token_jacobians"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
+    package = tmp_path / "crosslayer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from crosslayer.b import f\n")
+    (package / "b.py").write_text("def f():\n    from crosslayer import c\n")
+    (package / "c.py").write_text("from .a import g\n")
+    assert find_cycle(import_graph(package)) == ["crosslayer.a", "crosslayer.b", "crosslayer.c", "crosslayer.a"]
