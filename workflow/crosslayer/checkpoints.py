@@ -36,7 +36,7 @@ from huggingface_hub.errors import (
 )
 
 from crosslayer.errors import CheckpointError
-from crosslayer.files import (checkpoint_files, read_stat_cache, sha256, stat, stat_cache_path,
+from crosslayer.files import (checkpoint_files, first_changed_file, read_manifest, sha256, stat, stat_cache_path,
                               write_json_atomically)
 
 __all__ = [
@@ -238,7 +238,6 @@ def file_digests(directory):
     return {name: sha256(path) for name, path in checkpoint_files(directory)}
 
 
-
 def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, revision=None, commit=None,
                    stat_cache=True):
     """Describe a checkpoint in a JSON manifest, written atomically.
@@ -318,22 +317,6 @@ def _recorded_path(checkpoint_dir, manifest_path):
     return os.path.relpath(checkpoint_dir, manifest_path.parent.resolve())
 
 
-def read_manifest(path):
-    """Read a manifest written by :func:`write_manifest`.
-
-    Raises
-    ------
-    CheckpointError
-        If the file is missing or not valid JSON.
-    """
-    try:
-        manifest = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
-    manifest["path"] = os.path.normpath(Path(path).parent.absolute() / manifest["path"])  # a relative one, resolved
-    return manifest
-
-
 def verified_manifest(path):
     """Read a manifest and check that its checkpoint still holds the files it recorded.
 
@@ -377,35 +360,23 @@ def verify_manifest(manifest, *, stat_cache=None, manifest_path=None):
         Naming the model, revision and the first file that is missing or whose sha256
         changed.
     """
-    root = Path(manifest["path"])
-    cache = read_stat_cache(stat_cache)
-    seen = {}
     # The workflow compares the files with the manifest before it plans (files.changed_checkpoint): a job
     # sees a change only when it came while the run was under way
     redo = ("run the workflow again: it registers the checkpoint anew and redoes its analyses" if manifest_path
             else "re-register the checkpoint")
-    for name, expected in manifest["files"].items():
-        path = root / name
-        context = dict(model=manifest.get("model"), revision=manifest.get("revision"), file=str(path))
-        if not path.is_file():
-            raise CheckpointError(f"missing: the checkpoint changed after it was registered; {redo}", **context)
-        now = stat(path)
-        if cache.get(name) == [*now, expected]:
-            seen[name] = cache[name]
-            continue
-        found = sha256(path)
-        if found != expected:
-            raise CheckpointError(
-                f"sha256 is {found}, the manifest recorded {expected}: the file changed after the checkpoint "
-                f"was registered. Restore it, or {redo}",
-                **context,
-            )
-        seen[name] = [*now, found]
-    if stat_cache is not None and seen != cache:
-        try:
-            write_json_atomically(Path(stat_cache), seen)
-        except OSError as err:  # a read-only results tree: verification stays correct, only slower
-            log.warning("cannot update the stat cache %s: %s", stat_cache, err)
+    changed = first_changed_file(manifest["path"], manifest["files"], stat_cache)
+    if changed is None:
+        return
+    name, found = changed
+    context = {"model": manifest.get("model"), "revision": manifest.get("revision"),
+               "file": str(Path(manifest["path"]) / name)}
+    if found is None:
+        raise CheckpointError(f"missing: the checkpoint changed after it was registered; {redo}", **context)
+    raise CheckpointError(
+        f"sha256 is {found}, the manifest recorded {manifest['files'][name]}: the file changed after the checkpoint "
+        f"was registered. Restore it, or {redo}",
+        **context,
+    )
 
 
 #: Weight files of a checkpoint, whatever their shard names.

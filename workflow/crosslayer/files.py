@@ -8,8 +8,10 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["changed_checkpoint", "checkpoint_files", "read_stat_cache", "sha256", "stat", "stat_cache_path",
-           "write_json_atomically"]
+from crosslayer.errors import CheckpointError  # standard library only
+
+__all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "read_manifest", "sha256", "stat",
+           "stat_cache_path", "write_json_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def stat_cache_path(manifest_path):
     return manifest_path.with_name(f".{manifest_path.name}.stat")
 
 
-def read_stat_cache(path):
+def _read_stat_cache(path):
     """``{name: [size, mtime_ns, sha256]}`` from a stat cache; empty when absent or unreadable."""
     if path is None:
         return {}
@@ -91,6 +93,22 @@ def write_json_atomically(out_path, data):
         raise
 
 
+def read_manifest(path):
+    """Read a manifest written by :func:`crosslayer.checkpoints.write_manifest`.
+
+    Raises
+    ------
+    CheckpointError
+        If the file is missing or not valid JSON.
+    """
+    try:
+        manifest = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"cannot read manifest: {error}", file=str(path)) from error
+    manifest["path"] = os.path.normpath(Path(path).parent.absolute() / manifest["path"])  # a relative one, resolved
+    return manifest
+
+
 def changed_checkpoint(manifest_path):
     """How a registered checkpoint's files differ from those its manifest recorded, or None.
 
@@ -110,31 +128,59 @@ def changed_checkpoint(manifest_path):
         the checkpoint holds exactly the registered files, or when the manifest cannot be read
         (the jobs that read it say why).
     """
-    manifest_path = Path(manifest_path)
     try:
-        manifest = json.loads(manifest_path.read_text())
-        root = Path(os.path.normpath(manifest_path.parent.absolute() / manifest["path"]))  # relative: to it
-        recorded = manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        manifest = read_manifest(manifest_path)
+        root, recorded = Path(manifest["path"]), manifest["files"]
+    except (CheckpointError, KeyError, TypeError):
         return None
     present = dict(checkpoint_files(root))
     if missing := sorted(set(recorded) - set(present)):
         return f"{root / missing[0]} is gone"
     if added := sorted(set(present) - set(recorded)):
         return f"{root / added[0]} was added"
-    cache_path = stat_cache_path(manifest_path)
-    cache = read_stat_cache(cache_path)
+    changed = first_changed_file(root, recorded, stat_cache_path(manifest_path))
+    if changed is None:
+        return None
+    name, found = changed
+    return f"{root / name} has another sha256 ({found[:12]}..., registered {recorded[name][:12]}...)"
+
+
+def first_changed_file(root, recorded, stat_cache):
+    """The first recorded file of a checkpoint that is gone or holds other bytes, or None.
+
+    A file whose size and mtime the stat cache holds beside the recorded sha256 is not read; any
+    other is hashed in full. When every file matches, the stat cache is brought up to date.
+
+    Parameters
+    ----------
+    root : str or Path
+        The checkpoint directory.
+    recorded : dict[str, str]
+        Relative path -> sha256, as a manifest's ``files``.
+    stat_cache : str, Path or None
+        JSON file of ``{name: [size, mtime_ns, sha256]}`` (:func:`stat_cache_path`); None hashes
+        every file and keeps no cache.
+
+    Returns
+    -------
+    (str, str or None) or None
+        ``(name, its sha256 now)``, the sha256 None for a file that is gone.
+    """
+    cache = _read_stat_cache(stat_cache)
     seen = {}
     for name, expected in recorded.items():
-        now = stat(present[name])
+        path = Path(root) / name
+        if not path.is_file():
+            return name, None
+        now = stat(path)
         if cache.get(name) != [*now, expected]:
-            found = sha256(present[name])
+            found = sha256(path)
             if found != expected:
-                return f"{root / name} has another sha256 ({found[:12]}..., registered {expected[:12]}...)"
+                return name, found
         seen[name] = [*now, expected]
-    if seen != cache:
+    if stat_cache is not None and seen != cache:
         try:
-            write_json_atomically(cache_path, seen)
+            write_json_atomically(stat_cache, seen)
         except OSError as err:  # a read-only tree: the check stays correct, only slower
-            log.warning("cannot update the stat cache %s: %s", cache_path, err)
+            log.warning("cannot update the stat cache %s: %s", stat_cache, err)
     return None
