@@ -33,7 +33,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -m "not workflow"
 
 bench: setup
-	$(BIN)/python -m crosslayer.bench
+	$(BIN)/python -m bench
 
 clean:
 	rm -rf results logs benchmarks .snakemake .crosslayer

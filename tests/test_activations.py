@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-
-from crosslayer.activations import record_residual_stream, select_samples
-from crosslayer.snapshots import snapshot_name
-from crosslayer.adapters import adapter_for
 from tiny_families import tiny_model
+
+from crosslayer.models.adapters import adapter_for
+from crosslayer.models.residual import record_residual_stream, select_samples
+from crosslayer.models.snapshots import snapshot_name
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()

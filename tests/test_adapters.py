@@ -7,10 +7,12 @@ import pytest
 import torch
 import transformers as T
 from safetensors.torch import load_file, save_file
-
-from crosslayer.adapters import SUPPORTED_MODEL_TYPES, Geometry, WeightReader, adapter_for, open_checkpoint
-from crosslayer.errors import CheckpointError
 from tiny_families import tiny_model
+
+from crosslayer.errors import CheckpointError
+from crosslayer.models.adapters import SUPPORTED_MODEL_TYPES, adapter_for
+from crosslayer.models.adapters.base import Geometry
+from crosslayer.models.weights import WeightReader, open_checkpoint
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()  # tiny vocabularies make configs warn about token ids

@@ -4,19 +4,19 @@ import numpy as np
 import pytest
 import torch
 from scipy.stats import ortho_group, pearsonr
+from tiny_families import VOCAB, tiny_model
 
-from crosslayer.activations import record_residual_stream
-from crosslayer.adapters import adapter_for
-from crosslayer.alignment import checkpoint_alignment, gated_alignment, mean_gate, mlp_product
-from crosslayer.alignment_summary import (
+from crosslayer.alignment.measure import checkpoint_alignment, gated_alignment, mean_gate, mlp_product
+from crosslayer.alignment.tables import (
     adjacent_overlap,
     cascade_statistics,
     first_peak_step,
     overlap_at_distance,
     table1_metrics,
 )
-from crosslayer.subspace import subspace_overlap, top_singular_subspaces
-from tiny_families import VOCAB, tiny_model
+from crosslayer.linalg.subspace import subspace_overlap, top_singular_subspaces
+from crosslayer.models.adapters import adapter_for
+from crosslayer.models.residual import record_residual_stream
 
 
 def distance_decay(L):
@@ -182,7 +182,7 @@ def test_k_beyond_the_numerical_rank_is_refused_by_layer(d_ff):
 
 
 def test_table1_distances_beyond_the_depth_are_refused():
-    from crosslayer.alignment_summary import summarize_model
+    from crosslayer.alignment.tables import summarize_model
 
     overlap = np.stack([distance_decay(4)] * 2)
     data = {f"overlap_{s}": overlap for s in ("left", "right", "cross")}

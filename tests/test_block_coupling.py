@@ -4,12 +4,12 @@ Jacobians (whole sequence, row by row), numpy SVDs and the trajectory statistics
 import numpy as np
 import pytest
 import torch
-
-from crosslayer.block_coupling import check_prompts, checkpoint_coupling, context_length
-from crosslayer.coupling import METRICS, miscoupling
-from crosslayer.token_jacobians import released_last_token_jacobians, token_jacobians
-from crosslayer.trajectories import expodistance, line_shape_score, record_trajectories
 from tiny_families import LAYERS, VOCAB, tiny_model
+
+from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
+from crosslayer.coupling.measure import METRICS, miscoupling
+from crosslayer.coupling.trajectories import expodistance, line_shape_score, record_trajectories
+from crosslayer.jacobians.multi_token import released_last_token_jacobians, token_jacobians
 
 torch.set_num_threads(1)
 KS = (2, 5)
@@ -57,7 +57,7 @@ def test_an_earlier_depthwise_token_is_the_prompt_cut_after_it():
     assert np.allclose(at_2["depthwise"], cut["depthwise"], atol=1e-6)
     # and J_22 of the cut prompt is the whole prompt's token-wise J_{22}
     J22 = dict(token_jacobians(model, ids, 1))[2][2].double().numpy()
-    from crosslayer.token_jacobians import last_token_jacobians
+    from crosslayer.jacobians.multi_token import last_token_jacobians
 
     assert np.allclose(dict(last_token_jacobians(model, ids[:3]))[1].double().numpy(), J22, atol=1e-5)
 

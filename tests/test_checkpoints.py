@@ -1,4 +1,4 @@
-"""Tests for crosslayer.checkpoints.
+"""Tests for crosslayer.models.checkpoints.
 
 The hub source is tested without network and without mocking huggingface_hub: each test lays
 out a cache exactly as huggingface_hub 2.4 writes it and lets ``snapshot_download`` resolve it
@@ -17,8 +17,7 @@ import httpx2
 import huggingface_hub.constants
 import pytest
 import torch
-from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
+from hub_cache import COMMIT, REPO, lay_out_cache
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -28,8 +27,10 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
+from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-from crosslayer.checkpoints import (
+from crosslayer.errors import CheckpointError
+from crosslayer.models.checkpoints import (
     _is_transient,
     _with_retries,
     download_checkpoint,
@@ -40,9 +41,6 @@ from crosslayer.checkpoints import (
     verify_manifest,
     write_manifest,
 )
-from crosslayer.errors import CheckpointError
-from hub_cache import COMMIT, REPO, lay_out_cache
-
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +160,7 @@ def test_unreachable_hub_is_retried_then_reported(tmp_path, monkeypatch, caplog)
     for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)
 
-    with caplog.at_level(logging.WARNING, logger="crosslayer.checkpoints"):
+    with caplog.at_level(logging.WARNING, logger="crosslayer.models.checkpoints"):
         with pytest.raises(CheckpointError) as caught:
             download_checkpoint(REPO, "step128", cache_dir=tmp_path, model="m", attempts=3, backoff_s=0.01)
     retries = [r for r in caplog.records if "retrying in" in r.getMessage()]
@@ -344,9 +342,8 @@ def registered(tmp_path, tiny_checkpoint):
 @pytest.fixture
 def hashed(monkeypatch):
     """The names of the files verification reads in full (the real sha256 is still computed)."""
-    import crosslayer.checkpoints as module
-
     import crosslayer.files as files
+    import crosslayer.models.checkpoints as module
 
     names, real = [], files.sha256
     for where in (module, files):
@@ -428,7 +425,7 @@ def test_changed_checkpoint_catches_any_replacement_whatever_its_mtime(registere
 
 
 def test_identical_steps_are_found_by_their_weight_files_whatever_the_rest():
-    from crosslayer.checkpoints import identical_steps
+    from crosslayer.models.checkpoints import identical_steps
 
     def manifest(step, weights, config="c"):
         files = {"config.json": config, **{f"model-0000{i}.safetensors": w for i, w in enumerate(weights)}}

@@ -5,8 +5,9 @@ import igraph
 import numpy as np
 import pytest
 
-from crosslayer import communities as C
-from crosslayer.graphs import DegenerateInputWarning, _build_graph, correlation_graph
+from crosslayer.errors import DegenerateInputWarning
+from crosslayer.stats import communities as C
+from crosslayer.stats.graphs import _build_graph, correlation_graph
 
 SIZES = (25, 25, 25, 25)
 

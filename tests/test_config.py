@@ -192,7 +192,7 @@ def test_every_config_key_a_message_names_is_in_the_schema():
     # An audit of every string in the library, the rule scripts and the rules: a dotted name that
     # starts like a config key (coupling.depthwise_token, models.<id>.analyses) must be one, so
     # that an error's advice can be followed as written
-    sources = [*(ROOT / "workflow" / "crosslayer").glob("*.py"), *(ROOT / "workflow" / "scripts").glob("*.py")]
+    sources = [*(ROOT / "workflow" / "crosslayer").rglob("*.py"), *(ROOT / "workflow" / "scripts").glob("*.py")]
     named = {}
     for path in sources:
         for text in string_literals(path):

@@ -4,11 +4,21 @@ import numpy as np
 import pytest
 import torch
 from scipy.special import gamma
-
-from crosslayer.continuity import (PROJECTIONS, adjacent_cosines, checkpoint_continuity, checkpoint_summary,
-                                   expected_abs_cosine, ov_composite, principal_pca, random_evr_baseline,
-                                   sign_aligned, stack_continuity, weighted_alignment)
 from tiny_families import tiny_model
+
+from crosslayer.continuity.measure import (
+    PROJECTIONS,
+    adjacent_cosines,
+    checkpoint_continuity,
+    checkpoint_summary,
+    expected_abs_cosine,
+    ov_composite,
+    principal_pca,
+    random_evr_baseline,
+    sign_aligned,
+    stack_continuity,
+    weighted_alignment,
+)
 
 
 def _stack(seed, L=6, shape=(12, 8), decay=0.6):
@@ -189,8 +199,8 @@ def test_absent_projection_is_reported_not_zero():
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama", "olmo2", "bloom", "gpt2"])
 def test_every_family_from_its_saved_checkpoint(family, tmp_path):
-    from crosslayer.adapters import open_checkpoint
-    from crosslayer.continuity import continuity_checkpoint
+    from crosslayer.continuity.measure import continuity_checkpoint
+    from crosslayer.models.weights import open_checkpoint
 
     tiny_model(family).save_pretrained(tmp_path)
     manifest = {"path": str(tmp_path), "model": family, "revision": None, "step": 0}

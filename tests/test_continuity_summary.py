@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.continuity_summary import ABLATION_COLUMNS, TABLE2_ORDER, ablation_table, steps_table, table2
+from crosslayer.continuity.tables import ABLATION_COLUMNS, TABLE2_ORDER, ablation_table, steps_table, table2
 
 
 def _checkpoint(offset, gate=True):

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from crosslayer import corpus
+from crosslayer.data import corpus
 
 VOCAB = 1024  # small keeps tokenizer training quick; the workflow uses 4096
 

@@ -3,16 +3,15 @@ import pytest
 import torch
 from scipy.stats import ortho_group
 
-from crosslayer.coupling import (
+from crosslayer.coupling.measure import (
     METRICS,
-    Basis,
     coupling_matrices,
     depthwise_miscoupling,
     miscoupling,
     tokenwise_miscoupling,
-    top_singular,
 )
-from crosslayer.coupling_summary import layer_profile
+from crosslayer.coupling.tables import layer_profile
+from crosslayer.linalg.topk import Basis, top_singular
 
 
 def test_hand_computed_cases():

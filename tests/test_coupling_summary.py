@@ -4,8 +4,8 @@ import pytest
 from scipy import stats
 
 from crosslayer.config import read_scores
-from crosslayer.coupling import METRICS
-from crosslayer.coupling_summary import across_models, checkpoint_prompts, fit_table, summarize_steps
+from crosslayer.coupling.measure import METRICS
+from crosslayer.coupling.tables import across_models, checkpoint_prompts, fit_table, summarize_steps
 
 
 def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):

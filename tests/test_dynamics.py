@@ -3,10 +3,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from crosslayer.activations import record_residual_stream
-from crosslayer.dynamics import STAT_NAMES, checkpoint_jacobian_stats
-from crosslayer.jacobian import block_jacobians_autograd, single_token_block_fn
-from crosslayer.spectra import CONDITION_METHOD
+from crosslayer.dynamics.checkpoint import STAT_NAMES, checkpoint_jacobian_stats
+from crosslayer.jacobians.closed_form import block_jacobians_autograd, single_token_block_fn
+from crosslayer.linalg.conditioning import CONDITION_METHOD
+from crosslayer.models.residual import record_residual_stream
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_unknown_method_is_named(model_and_acts):
 
 
 def test_per_sample_stats_get_the_tensor_chunk_not_a_host_copy(model_and_acts, monkeypatch):
-    import crosslayer.dynamics as dynamics
+    import crosslayer.dynamics.checkpoint as dynamics
 
     seen = []
     real = dynamics.per_sample_stats_pair

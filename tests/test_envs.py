@@ -105,7 +105,7 @@ def test_every_third_party_import_is_in_the_rules_env(name, directives, path):
 
 
 def test_import_scan_follows_the_library():
-    # mlp_alignment.py imports only numpy and torch itself; safetensors comes through crosslayer.adapters
+    # mlp_alignment.py imports only numpy and torch itself; safetensors comes through crosslayer.models.weights
     found = imported_modules(ROOT / "workflow" / "scripts" / "mlp_alignment.py")
     assert {"numpy", "torch", "safetensors", "scipy", "transformers"} <= found
 

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-
-from crosslayer.activations import record_residual_stream
-from crosslayer.adapters import adapter_for, checkpoint_adapter, open_checkpoint
-from crosslayer.dynamics import checkpoint_jacobian_stats
-from crosslayer.errors import CheckpointError
 from tiny_families import GEMMA4, GEMMA4_TEXT, VOCAB, tiny_model
+
+from crosslayer.dynamics.checkpoint import checkpoint_jacobian_stats
+from crosslayer.errors import CheckpointError
+from crosslayer.models.adapters import adapter_for
+from crosslayer.models.residual import record_residual_stream
+from crosslayer.models.weights import checkpoint_adapter, open_checkpoint
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
+from tiny_families import LAYERS, VOCAB, D, tiny_model
 
-from crosslayer.activations import record_residual_stream
-from crosslayer.adapters import GenericAdapter, adapter_for, checkpoint_adapter, open_checkpoint
-from crosslayer.dynamics import checkpoint_jacobian_stats
+from crosslayer.dynamics.checkpoint import checkpoint_jacobian_stats
 from crosslayer.errors import CheckpointError
-from tiny_families import D, LAYERS, VOCAB, tiny_model
+from crosslayer.models.adapters import adapter_for
+from crosslayer.models.adapters.generic import GenericAdapter
+from crosslayer.models.residual import record_residual_stream
+from crosslayer.models.weights import checkpoint_adapter, open_checkpoint
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
@@ -161,7 +163,8 @@ def test_a_gguf_only_directory_says_how_to_convert(tmp_path):
 def test_memory_benchmark_reads_a_gemma3_shaped_synthetic_checkpoint(tmp_path, capsys):
     """The synthetic Gemma-3-shaped checkpoint (heads wider than d / n_heads) reads through the
     adapter as written, and the memory benchmark runs on it (a small width here)."""
-    from crosslayer.bench import bench_memory, write_synthetic_checkpoint
+    from bench.common import write_synthetic_checkpoint
+    from bench.weights import bench_memory
 
     shape = dict(d_model=48, d_ff=96, n_heads=4, n_kv_heads=2, head_dim=16)
     write_synthetic_checkpoint(tmp_path / "g3", n_layers=2, family="gemma3_text", **shape)

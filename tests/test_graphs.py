@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from crosslayer import graphs as G
-from crosslayer.graphs import DegenerateInputWarning
+from crosslayer.errors import DegenerateInputWarning
+from crosslayer.stats import graphs as G
 
 # Hand-built symmetric 5x5 "correlation" matrix. Top-2 by |r| per row (self excluded):
 #   row 0: |.9| (1), |-.7| (4)     row 1: |.9| (0), |-.8| (3)     row 2: |.6| (3), |-.4| (4)

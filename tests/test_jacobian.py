@@ -3,15 +3,15 @@
 import pytest
 import torch
 
-from crosslayer import jacobian
-from crosslayer.adapters import adapter_for
-from crosslayer.jacobian import (
+from crosslayer.jacobians import closed_form as jacobian
+from crosslayer.jacobians.closed_form import (
     block_jacobians,
     block_jacobians_autograd,
     iter_block_jacobians,
     mean_jacobian,
     single_token_block_fn,
 )
+from crosslayer.models.adapters import adapter_for
 
 transformers = pytest.importorskip("transformers")
 from tiny_families import CONFIGS  # noqa: E402
@@ -302,7 +302,7 @@ def test_bert_is_refused_by_name():
 
 
 def test_bench_jacobian_prints_a_row_per_layer(capsys):
-    from crosslayer.bench import main
+    from bench.__main__ import main
 
     main(["jacobian", "--dims", "64", "--samples", "4", "--quick"])
     lines = capsys.readouterr().out.splitlines()
@@ -326,7 +326,8 @@ def test_cuda_input_computes_on_cuda_and_matches_cpu():
 
 
 def test_bench_scale_times_every_stage_and_projects_by_its_unit(capsys):
-    from crosslayer.bench import SCALE_STAGES, main
+    from bench.__main__ import main
+    from bench.jacobians import SCALE_STAGES
 
     main(["scale", "--d-model", "64", "--d-ff", "128", "--heads", "4", "2", "--layers", "2", "--samples", "3",
           "--tokens", "8", "--full-layers", "8", "--full-samples", "300", "--checkpoints", "2", "--threads", "1"])

@@ -4,7 +4,7 @@ import sys
 import numpy as np
 import pytest
 
-from crosslayer.mnist import IDX_FILES, load_mnist, read_idx, stratified_split
+from crosslayer.data.mnist import IDX_FILES, load_mnist, read_idx, stratified_split
 
 
 @pytest.fixture(scope="module")

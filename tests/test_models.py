@@ -11,10 +11,10 @@ import pytest
 import torch
 import transformers as T
 from safetensors.torch import load_file, save_file
+from tiny_families import CONFIGS, GEMMA4, D, tiny_model
 
 from crosslayer.errors import CheckpointError
-from crosslayer.models import check_tensors, load_model
-from tiny_families import CONFIGS, D, GEMMA4, tiny_model
+from crosslayer.models.loading import check_tensors, load_model
 
 T.logging.set_verbosity_error()
 
@@ -84,7 +84,7 @@ def test_an_intact_checkpoint_loads_exactly(tmp_path, family):
 
 def test_a_checkpoint_without_tokenizer_files_is_refused_before_the_samples_are_read(tmp_path):
     # transformers 5 would build an empty tokenizer and the error would blame the samples
-    from crosslayer.dynamics import checkpoint_activations
+    from crosslayer.dynamics.checkpoint import checkpoint_activations
 
     save("gpt_neox", tmp_path)
     with pytest.raises(CheckpointError, match=r"model 'm' revision 'step7' file .*: no tokenizer in the checkpoint "
@@ -171,7 +171,7 @@ def test_check_tensors_reads_shards_and_pickles_and_names_a_tensor_its_shard_lac
 
 
 def test_check_tensors_takes_the_no_norm_control_and_an_encoder_with_its_heads(tmp_path):
-    from crosslayer.train import build_model
+    from crosslayer.models.train import build_model
 
     sizes = dict(vocab_size=64, d_model=D, n_layers=2, n_heads=4, d_ff=64, context=16, seed=0)
     build_model("llama", **sizes, norm=False).save_pretrained(tmp_path / "nonorm")

@@ -4,22 +4,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.plots import (
-    depth_colors,
-    format_step,
-    set_step_axis,
+from crosslayer.alignment.plots import (
     plot_adjacent_mean,
     plot_boundary_heatmap,
     plot_boundary_trajectories,
-    plot_depth_profile,
     plot_overlap_matrix,
     plot_random_baseline,
-    plot_training_loss,
+)
+from crosslayer.dynamics.plots import plot_dose_response, plot_eigenvalue_cloud, plot_quantile_profile
+from crosslayer.plotting import (
+    depth_colors,
+    format_step,
     pick_steps,
-    plot_dose_response,
-    plot_eigenvalue_cloud,
-    plot_quantile_profile,
+    plot_depth_profile,
+    plot_training_loss,
     save_png_and_pdf,
+    set_step_axis,
     step_grid,
 )
 
@@ -151,7 +151,7 @@ def test_step_grid_hides_unused_panels_and_saves_both_formats(tmp_path):
 def test_block_grid_tiles_blocks_with_gaps_and_blanks_missing_cells():
     import matplotlib.pyplot as plt
 
-    from crosslayer.plots import plot_block_grid
+    from crosslayer.coupling.plots import plot_block_grid
 
     blocks = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2) + 1
     blocks[1, 0] = 0  # a cell that does not exist
@@ -168,7 +168,7 @@ def test_block_grid_tiles_blocks_with_gaps_and_blanks_missing_cells():
 def test_coupling_graph_draws_every_layer_pair_stronger_where_more_coupled():
     import matplotlib.pyplot as plt
 
-    from crosslayer.plots import plot_coupling_graph
+    from crosslayer.coupling.plots import plot_coupling_graph
 
     M = -np.array([[0, 0.9, 0.5, 0.3], [0.7, 0, 0.4, 0.2], [0.5, 0.6, 0, 0.1], [0.3, 0.2, 0.1, 0]])
     fig, ax = plt.subplots()
@@ -186,7 +186,7 @@ def test_coupling_graph_draws_every_layer_pair_stronger_where_more_coupled():
 def test_trajectories_2d_draws_one_line_per_token_and_colours_by_depth():
     import matplotlib.pyplot as plt
 
-    from crosslayer.plots import plot_trajectories_2d
+    from crosslayer.coupling.plots import plot_trajectories_2d
 
     coords = np.random.default_rng(0).normal(size=(4, 3, 2))
     coords[:, 2] = np.nan  # a padded token
@@ -205,7 +205,7 @@ def _continuity_table(step, values):
 
 
 def test_continuity_bars_group_steps_per_present_projection(ax):
-    from crosslayer.plots import plot_continuity_bars
+    from crosslayer.continuity.plots import plot_continuity_bars
 
     tables = [_continuity_table(0, (0.1, 0.2)), _continuity_table(8, (0.5, 0.7))]
     bars = plot_continuity_bars(ax, tables, space="u", labels=["init", "step 8"], order=["q", "k", "gate", "o"])
@@ -216,7 +216,7 @@ def test_continuity_bars_group_steps_per_present_projection(ax):
 
 
 def test_continuity_bars_of_runs_show_every_projection_any_run_has(ax):
-    from crosslayer.plots import plot_continuity_bars
+    from crosslayer.continuity.plots import plot_continuity_bars
 
     absent = _continuity_table(8, (0.5, 0.7)).assign(present=False)  # nothing left to show (a diverged run)
     tables = [absent, _continuity_table(8, (0.3, 0.4))]
@@ -227,7 +227,7 @@ def test_continuity_bars_of_runs_show_every_projection_any_run_has(ax):
 
 
 def test_continuity_over_training_one_line_per_present_projection(ax):
-    from crosslayer.plots import plot_continuity_over_training, projection_colors
+    from crosslayer.continuity.plots import plot_continuity_over_training, projection_colors
 
     table = pd.concat([_continuity_table(step, (0.1 * i, 0.2 * i)) for i, step in enumerate([0, 4, 16])])
     lines = plot_continuity_over_training(ax, table, space="v", colors=projection_colors(["q", "gate", "o"]))
@@ -237,7 +237,7 @@ def test_continuity_over_training_one_line_per_present_projection(ax):
 
 
 def test_adjacent_cosines_one_point_per_layer_pair(ax):
-    from crosslayer.plots import plot_adjacent_cosines
+    from crosslayer.continuity.plots import plot_adjacent_cosines
 
     lines = plot_adjacent_cosines(ax, {"q": [0.1, 0.5, 0.9], "ov": [0.2, 0.2, 0.3]}, colors={"q": "C0", "ov": "C1"})
     assert [line.get_label() for line in lines] == ["Q", "OV"]
@@ -245,7 +245,7 @@ def test_adjacent_cosines_one_point_per_layer_pair(ax):
 
 
 def test_trajectory_3d_colours_points_by_layer():
-    from crosslayer.plots import plot_trajectory_3d
+    from crosslayer.continuity.plots import plot_trajectory_3d
 
     fig = plt.figure()
     ax = fig.add_subplot(projection="3d")
@@ -257,7 +257,7 @@ def test_trajectory_3d_colours_points_by_layer():
 
 
 def test_runs_over_epochs_one_line_per_run_with_sd_band(ax):
-    from crosslayer.plots import plot_runs_over_epochs
+    from crosslayer.continuity.plots import plot_runs_over_epochs
 
     epochs = pd.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "epoch": [0, 1, 2] * 2, "W.v1": [0.1, 0.2, 0.3, 0.5, 0.5, 0.4],
                            "W.v1_sd": [0.01, 0.02, 0.03] + [np.nan] * 3})
@@ -267,7 +267,7 @@ def test_runs_over_epochs_one_line_per_run_with_sd_band(ax):
 
 
 def test_run_bars_one_group_per_run_with_error_bars(ax):
-    from crosslayer.plots import plot_run_bars
+    from crosslayer.continuity.plots import plot_run_bars
 
     final = pd.DataFrame({"run": ["x", "y"], "W.v1": [0.9, 0.2], "W.v1_sd": [0.05, np.nan], "G0.v1": [0.8, 0.1],
                           "G0.v1_sd": [0.01, 0.02]})

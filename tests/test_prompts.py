@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from crosslayer.prompts import COT_SUFFIX, collect_prompts, file_prompts, read_prompts, write_prompts
+from crosslayer.data.prompts import COT_SUFFIX, collect_prompts, file_prompts, read_prompts, write_prompts
 
 
 def test_prompt_file_lines_comments_and_ids(tmp_path):

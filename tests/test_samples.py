@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from crosslayer.corpus import read_articles
-from crosslayer.samples import corpus_paragraphs, dataset_texts, read_samples, write_samples
+from crosslayer.data.corpus import read_articles
+from crosslayer.data.samples import corpus_paragraphs, dataset_texts, read_samples, write_samples
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ packages and no way to install them); under CI=true that is a failure instead.
 import time
 
 import pytest
-
 from slurm_cluster import _pid_alive
 
 pytestmark = pytest.mark.workflow  # starts SLURM's daemons: the slower tier

@@ -15,7 +15,6 @@ import pandas as pd
 import pytest
 import yaml
 
-
 pytestmark = pytest.mark.workflow
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,9 @@ import scipy.stats
 import torch
 from statsmodels.stats.multitest import multipletests
 
-from crosslayer import stats as S
-from crosslayer.stats import DegenerateTestWarning
+from crosslayer.dynamics import statistics as dstats
+from crosslayer.errors import DegenerateInputWarning
+from crosslayer.stats import permutation as ptests
 
 
 def discrete_support_ok(p, P):
@@ -62,47 +63,47 @@ def shuffled_membership(sizes, seed):
 
 def test_cohens_d_closed_form_on_hand_values():
     # x: mean 5, sum of squared deviations 32; y: mean 3, 8  ->  s_p = sqrt(40 / 10) = 2
-    assert S.cohens_d([2, 4, 4, 4, 5, 5, 7, 9], [1, 3, 3, 5]) == pytest.approx(1.0, rel=1e-14)
+    assert ptests.cohens_d([2, 4, 4, 4, 5, 5, 7, 9], [1, 3, 3, 5]) == pytest.approx(1.0, rel=1e-14)
     # x: mean 2.5, s^2 5/3; y: mean 4, s^2 4  ->  s_p^2 = (3 * 5/3 + 2 * 4) / 5 = 2.6
-    assert S.cohens_d([1, 2, 3, 4], [2, 4, 6]) == pytest.approx(-1.5 / math.sqrt(2.6), rel=1e-14)
-    assert S.cohens_d(torch.tensor([1.0, 2.0, 3.0, 4.0]), np.array([2, 4, 6])) == pytest.approx(-1.5 / math.sqrt(2.6))
+    assert ptests.cohens_d([1, 2, 3, 4], [2, 4, 6]) == pytest.approx(-1.5 / math.sqrt(2.6), rel=1e-14)
+    assert ptests.cohens_d(torch.tensor([1.0, 2.0, 3.0, 4.0]), np.array([2, 4, 6])) == pytest.approx(-1.5 / math.sqrt(2.6))
 
 
 def test_cohens_d_degenerate_inputs():
     with pytest.raises(ValueError, match="at least 2"):
-        S.cohens_d([1.0], [1.0, 2.0])
+        ptests.cohens_d([1.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="non-finite"):
-        S.cohens_d([1.0, np.nan], [1.0, 2.0])
+        ptests.cohens_d([1.0, np.nan], [1.0, 2.0])
     for x, y in (([0.1, 0.1, 0.1], [0.3, 0.3]), ([2.0, 2.0], [2.0, 2.0])):  # pooled sd 0: NaN, never inf
-        with pytest.warns(DegenerateTestWarning, match="constant"):
-            assert math.isnan(S.cohens_d(x, y))
+        with pytest.warns(DegenerateInputWarning, match="constant"):
+            assert math.isnan(ptests.cohens_d(x, y))
 
 
 # --------------------------------------------------------------------------- permutation test
 
 
-@pytest.mark.parametrize("statistic", S.STATISTICS)
+@pytest.mark.parametrize("statistic", ptests.STATISTICS)
 def test_extreme_separation_gives_the_smallest_p(statistic):
     # no other split of 20 + 20 distinct values reaches this statistic (2 of C(40, 20) do)
     x, y = 100.0 + np.arange(20.0), np.arange(20.0)
     P = 499
     for alternative in ("two-sided", "greater"):
-        res = S.permutation_test(x, y, statistic, n_permutations=P, alternative=alternative)
+        res = ptests.permutation_test(x, y, statistic, n_permutations=P, alternative=alternative)
         assert res.p_value == 1 / (P + 1)
     # every permuted statistic is below the observed maximum: all are at least as extreme "less"
-    assert S.permutation_test(x, y, statistic, n_permutations=P, alternative="less").p_value == 1.0
-    assert S.permutation_test(y, x, statistic, n_permutations=P, alternative="less").p_value == 1 / (P + 1)
+    assert ptests.permutation_test(x, y, statistic, n_permutations=P, alternative="less").p_value == 1.0
+    assert ptests.permutation_test(y, x, statistic, n_permutations=P, alternative="less").p_value == 1 / (P + 1)
 
 
 def test_identical_values_give_p_one():
     x = np.full(7, 0.1)
     y = np.full(5, 0.1)  # the float mean of these need not be exactly 0.1
-    for alternative in S.ALTERNATIVES:
-        for fn in (S.permutation_test, S.permutation_test_loop):
+    for alternative in ptests.ALTERNATIVES:
+        for fn in (ptests.permutation_test, ptests.permutation_test_loop):
             res = fn(x, y, "mean_diff", n_permutations=99, alternative=alternative)
             assert res.p_value == 1.0 and res.statistic == pytest.approx(0, abs=1e-15)
-    with pytest.warns(DegenerateTestWarning):
-        res = S.permutation_test(x, y, "cohens_d", n_permutations=99)
+    with pytest.warns(DegenerateInputWarning):
+        res = ptests.permutation_test(x, y, "cohens_d", n_permutations=99)
     assert math.isnan(res.statistic) and math.isnan(res.p_value)
 
 
@@ -114,25 +115,25 @@ def test_count_plus_one_convention_on_a_known_count():
     rng = np.random.default_rng(seed)
     count = sum(int(np.argmin(rng.random(n)) == 0) for _ in range(P))
     assert 100 < count < 250  # about P / n
-    res = S.permutation_test(x, y, "mean_diff", n_permutations=P, seed=seed)
+    res = ptests.permutation_test(x, y, "mean_diff", n_permutations=P, seed=seed)
     assert res.p_value == (count + 1) / (P + 1)
-    assert S.permutation_test_loop(x, y, "mean_diff", n_permutations=P, seed=seed).p_value == res.p_value
+    assert ptests.permutation_test_loop(x, y, "mean_diff", n_permutations=P, seed=seed).p_value == res.p_value
 
 
 def test_planted_effect_is_detected():
     rng = np.random.default_rng(0)
     x, y = rng.normal(1.5, 1.0, 40), rng.normal(0.0, 1.0, 40)
     P = 999
-    for statistic in S.STATISTICS:
-        assert S.permutation_test(x, y, statistic, n_permutations=P).p_value < 0.005
-        assert S.permutation_test(x, y, statistic, n_permutations=P, alternative="greater").p_value < 0.005
-        assert S.permutation_test(x, y, statistic, n_permutations=P, alternative="less").p_value > 0.99
+    for statistic in ptests.STATISTICS:
+        assert ptests.permutation_test(x, y, statistic, n_permutations=P).p_value < 0.005
+        assert ptests.permutation_test(x, y, statistic, n_permutations=P, alternative="greater").p_value < 0.005
+        assert ptests.permutation_test(x, y, statistic, n_permutations=P, alternative="less").p_value > 0.99
 
 
 def null_p_values(statistic, alternative, *, shift=0.0, n_sets=200, P=199, sizes=(12, 18)):
     rng = np.random.default_rng(2024)
     return np.array([
-        S.permutation_test(rng.normal(shift, 1.0, sizes[0]), rng.normal(0.0, 1.0, sizes[1]), statistic,
+        ptests.permutation_test(rng.normal(shift, 1.0, sizes[0]), rng.normal(0.0, 1.0, sizes[1]), statistic,
                            n_permutations=P, seed=i, alternative=alternative).p_value
         for i in range(n_sets)
     ])
@@ -155,30 +156,30 @@ def test_same_seed_same_result_other_seed_other_result_any_chunk_size():
     rng = np.random.default_rng(1)
     x, y = rng.normal(0.3, 1.0, 23), rng.normal(0.0, 1.0, 31)
     n, P = 54, 1000
-    ref = S.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7)
-    again = S.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7)
+    ref = ptests.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7)
+    again = ptests.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7)
     np.testing.assert_array_equal(ref.null, again.null)
     assert ref.p_value == again.p_value
-    other = S.permutation_test(x, y, "cohens_d", n_permutations=P, seed=8)
+    other = ptests.permutation_test(x, y, "cohens_d", n_permutations=P, seed=8)
     assert not np.array_equal(ref.null, other.null)
     one_row = 8 * (2 * n + x.size)
     for chunk_bytes in (one_row, 3 * one_row + 5, 333 * one_row, 10**9):
-        res = S.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7, chunk_bytes=chunk_bytes)
+        res = ptests.permutation_test(x, y, "cohens_d", n_permutations=P, seed=7, chunk_bytes=chunk_bytes)
         np.testing.assert_array_equal(res.null, ref.null)
         assert res.p_value == ref.p_value and res.statistic == ref.statistic
     with pytest.raises(ValueError, match="chunk_bytes"):
-        S.permutation_test(x, y, "cohens_d", n_permutations=P, chunk_bytes=one_row - 1)
+        ptests.permutation_test(x, y, "cohens_d", n_permutations=P, chunk_bytes=one_row - 1)
 
 
-@pytest.mark.parametrize("statistic", S.STATISTICS)
-@pytest.mark.parametrize("alternative", S.ALTERNATIVES)
+@pytest.mark.parametrize("statistic", ptests.STATISTICS)
+@pytest.mark.parametrize("alternative", ptests.ALTERNATIVES)
 def test_vectorized_equals_loop_exactly(statistic, alternative):
     rng = np.random.default_rng(5)
     # integer-valued data: many permuted statistics tie with the observed one exactly
     x, y = rng.integers(0, 5, 9).astype(float), rng.integers(1, 6, 14).astype(float)
     P = 600
-    fast = S.permutation_test(x, y, statistic, n_permutations=P, seed=11, alternative=alternative, chunk_bytes=4096)
-    slow = S.permutation_test_loop(x, y, statistic, n_permutations=P, seed=11, alternative=alternative)
+    fast = ptests.permutation_test(x, y, statistic, n_permutations=P, seed=11, alternative=alternative, chunk_bytes=4096)
+    slow = ptests.permutation_test_loop(x, y, statistic, n_permutations=P, seed=11, alternative=alternative)
     np.testing.assert_allclose(fast.null, slow.null, rtol=1e-10, atol=1e-12)
     assert fast.p_value == slow.p_value
     assert fast.statistic == pytest.approx(slow.statistic, rel=1e-12)
@@ -189,20 +190,20 @@ def test_vectorized_equals_loop_exactly(statistic, alternative):
 
 def test_permutation_test_statistic_values_and_validation():
     x, y = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 4.0, 6.0])
-    assert S.permutation_test(x, y, "mean_diff", n_permutations=9).statistic == pytest.approx(-1.5)
-    assert S.permutation_test(x, y, "cohens_d", n_permutations=9).statistic == S.cohens_d(x, y)
+    assert ptests.permutation_test(x, y, "mean_diff", n_permutations=9).statistic == pytest.approx(-1.5)
+    assert ptests.permutation_test(x, y, "cohens_d", n_permutations=9).statistic == ptests.cohens_d(x, y)
     with pytest.raises(ValueError, match="statistic"):
-        S.permutation_test(x, y, "t")
+        ptests.permutation_test(x, y, "t")
     with pytest.raises(ValueError, match="alternative"):
-        S.permutation_test(x, y, alternative="two_sided")
+        ptests.permutation_test(x, y, alternative="two_sided")
     with pytest.raises(ValueError, match="n_permutations"):
-        S.permutation_test(x, y, n_permutations=0)
+        ptests.permutation_test(x, y, n_permutations=0)
     with pytest.raises(ValueError, match="seed"):
-        S.permutation_test(x, y, seed=None)
+        ptests.permutation_test(x, y, seed=None)
     with pytest.raises(ValueError, match="`y`"):
-        S.permutation_test(x, [1.0, np.inf])
+        ptests.permutation_test(x, [1.0, np.inf])
     with pytest.raises(ValueError, match="at least 2"):
-        S.permutation_test(x, [1.0], "cohens_d")
+        ptests.permutation_test(x, [1.0], "cohens_d")
 
 
 # --------------------------------------------------------------------------- BH
@@ -213,7 +214,7 @@ def test_bh_equals_statsmodels_and_the_step_up_by_hand():
     p = np.concatenate([rng.uniform(0, 0.01, 8), rng.uniform(0, 1, 24), [0.004, 0.004, 0.5, 0.5, 1.0]])
     rng.shuffle(p)
     for q in (0.05, 0.1, 0.2):
-        reject, q_values = S.bh_fdr(p, q)
+        reject, q_values = ptests.bh_fdr(p, q)
         sm_reject, sm_q, _, _ = multipletests(p, alpha=q, method="fdr_bh")
         hand_reject, hand_q = bh_by_hand(p, q)
         np.testing.assert_array_equal(reject, sm_reject)
@@ -228,7 +229,7 @@ def test_bh_leaves_nan_out_of_the_family():
     p = rng.uniform(0, 0.05, 12)
     with_nan = p.copy()
     with_nan[[2, 7]] = np.nan
-    reject, q_values = S.bh_fdr(with_nan.reshape(3, 4), 0.05)
+    reject, q_values = ptests.bh_fdr(with_nan.reshape(3, 4), 0.05)
     assert reject.shape == q_values.shape == (3, 4)
     reject, q_values = reject.ravel(), q_values.ravel()
     assert not reject[[2, 7]].any() and np.isnan(q_values[[2, 7]]).all()
@@ -236,19 +237,19 @@ def test_bh_leaves_nan_out_of_the_family():
     hand_reject, hand_q = bh_by_hand(with_nan[keep], 0.05)  # m = 10, not 12
     np.testing.assert_array_equal(reject[keep], hand_reject)
     np.testing.assert_allclose(q_values[keep], hand_q, rtol=1e-14)
-    reject, q_values = S.bh_fdr([np.nan, np.nan])
+    reject, q_values = ptests.bh_fdr([np.nan, np.nan])
     assert not reject.any() and np.isnan(q_values).all()
-    reject, q_values = S.bh_fdr([])
+    reject, q_values = ptests.bh_fdr([])
     assert reject.shape == q_values.shape == (0,)
 
 
 def test_bh_validation():
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        S.bh_fdr([0.1, 1.2])
+        ptests.bh_fdr([0.1, 1.2])
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        S.bh_fdr([-0.1, 0.2])
+        ptests.bh_fdr([-0.1, 0.2])
     with pytest.raises(ValueError, match="`q`"):
-        S.bh_fdr([0.1, 0.2], q=0)
+        ptests.bh_fdr([0.1, 0.2], q=0)
 
 
 # --------------------------------------------------------------------------- Spearman
@@ -259,34 +260,34 @@ def test_spearman_rho_equals_scipy_and_loop_equals_batched():
     x = rng.normal(size=31)
     y = np.round(0.4 * x + rng.normal(size=31), 1)  # ties in y
     P = 2000
-    res = S.spearman_permutation(x, y, n_permutations=P, seed=4, chunk_bytes=24 * 31 * 7)
+    res = ptests.spearman_permutation(x, y, n_permutations=P, seed=4, chunk_bytes=24 * 31 * 7)
     assert res["rho"] == pytest.approx(scipy.stats.spearmanr(x, y).statistic, rel=1e-14)
     assert res["n_pairs"] == 31 and res["n_permutations"] == P
-    loop = S.spearman_permutation_loop(x, y, n_permutations=P, seed=4)
+    loop = ptests.spearman_permutation_loop(x, y, n_permutations=P, seed=4)
     assert loop["p_value"] == res["p_value"] and loop["rho"] == res["rho"]
     assert 1 / (P + 1) < res["p_value"] < 0.2
     for chunk_bytes in (24 * 31, 10**8):  # one row, and all at once
-        assert S.spearman_permutation(x, y, n_permutations=P, seed=4, chunk_bytes=chunk_bytes) == res
-    assert S.spearman_permutation(x, y, n_permutations=P, seed=5)["p_value"] != res["p_value"]
+        assert ptests.spearman_permutation(x, y, n_permutations=P, seed=4, chunk_bytes=chunk_bytes) == res
+    assert ptests.spearman_permutation(x, y, n_permutations=P, seed=5)["p_value"] != res["p_value"]
 
 
 def test_spearman_monotone_gives_the_smallest_p():
     x = np.arange(31.0)
     P = 999
-    assert S.spearman_permutation(x, np.exp(x / 10), n_permutations=P)["p_value"] == 1 / (P + 1)
-    assert S.spearman_permutation(x, -x**3, n_permutations=P)["p_value"] == 1 / (P + 1)
+    assert ptests.spearman_permutation(x, np.exp(x / 10), n_permutations=P)["p_value"] == 1 / (P + 1)
+    assert ptests.spearman_permutation(x, -x**3, n_permutations=P)["p_value"] == 1 / (P + 1)
 
 
 def test_spearman_p_values_are_uniform_under_the_null():
     rng = np.random.default_rng(9)
     P = 199
-    p = [S.spearman_permutation(rng.normal(size=31), rng.normal(size=31), n_permutations=P, seed=i)["p_value"]
+    p = [ptests.spearman_permutation(rng.normal(size=31), rng.normal(size=31), n_permutations=P, seed=i)["p_value"]
          for i in range(200)]
     assert ks_uniform_p(p, P) > 1e-3
     p_dep = []
     for i in range(200):
         x = rng.normal(size=31)
-        p_dep.append(S.spearman_permutation(x, x + 2 * rng.normal(size=31), n_permutations=P, seed=i)["p_value"])
+        p_dep.append(ptests.spearman_permutation(x, x + 2 * rng.normal(size=31), n_permutations=P, seed=i)["p_value"])
     assert ks_uniform_p(p_dep, P) < 1e-6
 
 
@@ -294,17 +295,17 @@ def test_spearman_drops_nan_pairs_and_degenerate_inputs_give_nan():
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=20), rng.normal(size=20)
     x[3], y[11], x[15], y[15] = np.nan, np.nan, np.nan, np.nan
-    res = S.spearman_permutation(x, y, n_permutations=99)
+    res = ptests.spearman_permutation(x, y, n_permutations=99)
     keep = ~(np.isnan(x) | np.isnan(y))
     assert res["n_pairs"] == 17
     assert res["rho"] == pytest.approx(scipy.stats.spearmanr(x[keep], y[keep]).statistic, rel=1e-14)
-    assert res == S.spearman_permutation(x[keep], y[keep], n_permutations=99)
+    assert res == ptests.spearman_permutation(x[keep], y[keep], n_permutations=99)
     for a, b in (([1.0, 2.0, np.nan, 4.0], [1.0, 3.0, 2.0, np.nan]), ([1.0, 2.0, 3.0], [5.0, 5.0, 5.0])):
-        with pytest.warns(DegenerateTestWarning):
-            res = S.spearman_permutation(a, b, n_permutations=99)
+        with pytest.warns(DegenerateInputWarning):
+            res = ptests.spearman_permutation(a, b, n_permutations=99)
         assert math.isnan(res["rho"]) and math.isnan(res["p_value"])
     with pytest.raises(ValueError, match="same length"):
-        S.spearman_permutation([1.0, 2.0, 3.0], [1.0, 2.0])
+        ptests.spearman_permutation([1.0, 2.0, 3.0], [1.0, 2.0])
 
 
 # --------------------------------------------------------------------------- mesoscale
@@ -312,17 +313,17 @@ def test_spearman_drops_nan_pairs_and_degenerate_inputs_give_nan():
 
 def test_community_basis_is_orthonormal_indicator_columns():
     membership = np.array([3, 3, 0, 7, 0, 3])
-    B = S.community_basis(membership)
+    B = dstats.community_basis(membership)
     assert B.shape == (6, 3)  # labels need not be contiguous; columns in label order 0, 3, 7
     np.testing.assert_allclose(B.T @ B, np.eye(3), atol=1e-15)
     np.testing.assert_allclose(B[:, 1], np.array([1, 1, 0, 0, 0, 1]) / math.sqrt(3))
-    np.testing.assert_array_equal(S.community_basis(torch.tensor(membership)), B)
+    np.testing.assert_array_equal(dstats.community_basis(torch.tensor(membership)), B)
     with pytest.raises(ValueError, match=">= 0"):
-        S.community_basis([0, -1, 1])
+        dstats.community_basis([0, -1, 1])
     with pytest.raises(ValueError, match="integer"):
-        S.community_basis([0, 0.5, 1])
+        dstats.community_basis([0, 0.5, 1])
     with pytest.raises(ValueError, match="1-D"):
-        S.community_basis(np.zeros((2, 2), dtype=int))
+        dstats.community_basis(np.zeros((2, 2), dtype=int))
 
 
 def test_variance_captured_and_operator_match_the_projector_formula():
@@ -330,19 +331,19 @@ def test_variance_captured_and_operator_match_the_projector_formula():
     d = 30
     J = np.eye(d) + rng.normal(size=(d, d)) / np.sqrt(d)
     membership = shuffled_membership([12, 9, 5, 3, 1], seed=1)
-    B = S.community_basis(membership)
-    vc = S.variance_captured(J, membership)
+    B = dstats.community_basis(membership)
+    vc = dstats.variance_captured(J, membership)
     assert vc == pytest.approx(naive_variance_captured(J, membership), rel=1e-12)
     assert vc == pytest.approx(np.linalg.norm(B.T @ J @ B) ** 2 / np.linalg.norm(J) ** 2, rel=1e-12)
-    np.testing.assert_allclose(S.mesoscale_operator(J, membership), B.T @ J @ B, atol=1e-13)
+    np.testing.assert_allclose(dstats.mesoscale_operator(J, membership), B.T @ J @ B, atol=1e-13)
     top = np.linalg.svd(B.T @ J @ B, compute_uv=False)[0]
-    assert S.mesoscale_top_singular(J, membership) == pytest.approx(top, rel=1e-12)
-    assert S.variance_captured(torch.from_numpy(J).float(), membership) == pytest.approx(vc, rel=1e-6)
-    assert S.variance_captured(np.eye(d), membership) == pytest.approx(5 / d, rel=1e-13)  # C / d
+    assert dstats.mesoscale_top_singular(J, membership) == pytest.approx(top, rel=1e-12)
+    assert dstats.variance_captured(torch.from_numpy(J).float(), membership) == pytest.approx(vc, rel=1e-6)
+    assert dstats.variance_captured(np.eye(d), membership) == pytest.approx(5 / d, rel=1e-13)  # C / d
     with pytest.raises(ValueError, match="30 x 30"):
-        S.variance_captured(J, membership[:-1])
+        dstats.variance_captured(J, membership[:-1])
     with pytest.raises(ValueError, match="zero"):
-        S.variance_captured(np.zeros((d, d)), membership)
+        dstats.variance_captured(np.zeros((d, d)), membership)
 
 
 def test_block_constant_operators_are_fully_captured():
@@ -352,9 +353,9 @@ def test_block_constant_operators_are_fully_captured():
     block_constant = values[membership][:, membership]
     block_diagonal = np.where(membership[:, None] == membership[None, :], block_constant, 0.0)
     for J in (block_constant, block_diagonal):
-        assert S.variance_captured(J, membership) == pytest.approx(1.0, rel=1e-13)
+        assert dstats.variance_captured(J, membership) == pytest.approx(1.0, rel=1e-13)
     noisy = block_diagonal + 0.3 * rng.normal(size=block_diagonal.shape)
-    assert S.variance_captured(noisy, membership) < 0.9
+    assert dstats.variance_captured(noisy, membership) < 0.9
 
 
 def test_random_partition_null_follows_the_documented_draws():
@@ -362,7 +363,7 @@ def test_random_partition_null_follows_the_documented_draws():
     d = 24
     J = rng.normal(size=(d, d))
     membership = shuffled_membership([10, 8, 6], seed=5)
-    null = S.random_partition_null(J, membership, n=40, seed=6)
+    null = dstats.random_partition_null(J, membership, n=40, seed=6)
     draws = np.random.default_rng(6)
     expected = []
     for _ in range(40):
@@ -372,11 +373,11 @@ def test_random_partition_null_follows_the_documented_draws():
     np.testing.assert_allclose(null, expected, rtol=1e-12)
     draw_bytes = 16 * d + 16 * d * 3
     for chunk_bytes in (draw_bytes, 7 * draw_bytes):
-        chunked = S.random_partition_null(J, membership, n=40, seed=6, chunk_bytes=chunk_bytes)
+        chunked = dstats.random_partition_null(J, membership, n=40, seed=6, chunk_bytes=chunk_bytes)
         np.testing.assert_allclose(chunked, null, rtol=1e-13)  # same draws; GEMM blocking rounds differently
-    assert not np.array_equal(S.random_partition_null(J, membership, n=40, seed=7), null)
+    assert not np.array_equal(dstats.random_partition_null(J, membership, n=40, seed=7), null)
     with pytest.raises(ValueError, match="chunk_bytes"):
-        S.random_partition_null(J, membership, chunk_bytes=draw_bytes - 1)
+        dstats.random_partition_null(J, membership, chunk_bytes=draw_bytes - 1)
 
 
 def test_random_partition_null_mean_matches_monte_carlo():
@@ -385,7 +386,7 @@ def test_random_partition_null_mean_matches_monte_carlo():
     J = np.eye(d) + rng.normal(size=(d, d)) * rng.random(d)  # uneven columns: a non-trivial null
     membership = shuffled_membership([8, 6, 4, 2], seed=9)
     n = 1500
-    null = S.random_partition_null(J, membership, n=n, seed=10)
+    null = dstats.random_partition_null(J, membership, n=n, seed=10)
     mc_rng = np.random.default_rng(11)
     mc = np.array([naive_variance_captured(J, mc_rng.permutation(membership)) for _ in range(n)])
     se = math.sqrt(null.var(ddof=1) / n + mc.var(ddof=1) / n)
@@ -399,9 +400,9 @@ def test_mesoscale_test_detects_a_planted_partition():
     membership = shuffled_membership([12, 12, 12, 12], seed=13)
     same = membership[:, None] == membership[None, :]
     J = 0.5 * np.eye(d) + 0.1 * same + 0.05 * rng.normal(size=(d, d))
-    res = S.mesoscale_test(J, membership, n_random=100, seed=14)
-    null = S.random_partition_null(J, membership, n=100, seed=14)
-    assert res["observed"] == pytest.approx(S.variance_captured(J, membership))
+    res = dstats.mesoscale_test(J, membership, n_random=100, seed=14)
+    null = dstats.random_partition_null(J, membership, n=100, seed=14)
+    assert res["observed"] == pytest.approx(dstats.variance_captured(J, membership))
     assert res["null_mean"] == pytest.approx(null.mean()) and res["null_sd"] == pytest.approx(null.std(ddof=1))
     assert res["excess"] == pytest.approx(res["observed"] - null.mean()) and res["excess"] > 0
     assert res["t"] < 0 and res["p_value"] < 0.01  # H1: the null mean is below the observed value
@@ -409,7 +410,7 @@ def test_mesoscale_test_detects_a_planted_partition():
     assert res["t"] == pytest.approx(ref.statistic) and res["p_value"] == pytest.approx(ref.pvalue)
     assert res["n_random"] == 100 and res["n_communities"] == 4
     # a random partition of the same sizes is not special: not significant
-    other = S.mesoscale_test(J, shuffled_membership([12, 12, 12, 12], seed=15), n_random=100, seed=14)
+    other = dstats.mesoscale_test(J, shuffled_membership([12, 12, 12, 12], seed=15), n_random=100, seed=14)
     assert other["p_value"] > 0.01 and abs(other["excess"]) < 3 * other["null_sd"]
 
 
@@ -418,21 +419,21 @@ def test_mesoscale_test_degenerate_partitions_give_nan():
     d = 12
     J = np.eye(d) + rng.normal(size=(d, d))
     one = np.zeros(d, dtype=int)
-    with pytest.warns(DegenerateTestWarning, match="single community"):
-        res = S.mesoscale_test(J, one, n_random=20)
+    with pytest.warns(DegenerateInputWarning, match="single community"):
+        res = dstats.mesoscale_test(J, one, n_random=20)
     ones = np.ones(d)
     # B = 1 / sqrt(d): B^T J B = 1^T J 1 / d
     assert res["observed"] == pytest.approx((ones @ J @ ones) ** 2 / (d**2 * np.linalg.norm(J) ** 2), rel=1e-12)
     assert res["null_mean"] == pytest.approx(res["observed"], rel=1e-12)
     assert math.isnan(res["t"]) and math.isnan(res["p_value"])
-    with pytest.warns(DegenerateTestWarning, match="singletons"):
-        res = S.mesoscale_test(J, np.arange(d), n_random=20)
+    with pytest.warns(DegenerateInputWarning, match="singletons"):
+        res = dstats.mesoscale_test(J, np.arange(d), n_random=20)
     assert res["observed"] == pytest.approx(1.0) and math.isnan(res["p_value"])
-    with pytest.warns(DegenerateTestWarning, match="constant"):  # J = 2 I: every partition captures C / d
-        res = S.mesoscale_test(2 * np.eye(d), shuffled_membership([6, 4, 2], seed=0), n_random=20)
+    with pytest.warns(DegenerateInputWarning, match="constant"):  # J = 2 I: every partition captures C / d
+        res = dstats.mesoscale_test(2 * np.eye(d), shuffled_membership([6, 4, 2], seed=0), n_random=20)
     assert res["observed"] == pytest.approx(3 / d) and math.isnan(res["t"])
     with pytest.raises(ValueError, match="n_random"):
-        S.mesoscale_test(J, one, n_random=1)
+        dstats.mesoscale_test(J, one, n_random=1)
 
 
 # --------------------------------------------------------------------------- boundary coupling
@@ -440,10 +441,10 @@ def test_mesoscale_test_degenerate_partitions_give_nan():
 
 def test_jacobian_column_norms():
     J = np.random.default_rng(0).normal(size=(9, 9))
-    np.testing.assert_allclose(S.jacobian_column_norms(J), np.linalg.norm(J, axis=0), rtol=1e-14)
-    np.testing.assert_allclose(S.jacobian_column_norms(torch.from_numpy(J)), np.linalg.norm(J, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(dstats.jacobian_column_norms(J), np.linalg.norm(J, axis=0), rtol=1e-14)
+    np.testing.assert_allclose(dstats.jacobian_column_norms(torch.from_numpy(J)), np.linalg.norm(J, axis=0), rtol=1e-14)
     with pytest.raises(ValueError, match="square"):
-        S.jacobian_column_norms(np.ones((3, 4)))
+        dstats.jacobian_column_norms(np.ones((3, 4)))
 
 
 def test_boundary_coupling_tails_ties_and_nan():
@@ -454,29 +455,29 @@ def test_boundary_coupling_tails_ties_and_nan():
     # 19 valid units, tail 0.2 -> 3 per tail. Bottom: four units tie at 0.0 (2, 3, 4, 16), the
     # lower indices win; top: 0.95 (17) and four ties at 0.9 (5, 6, 8, 18), the higher win.
     bottom, top = [2, 3, 4], [8, 17, 18]
-    res = S.boundary_coupling(norms, part, tail=0.2, n_permutations=499, seed=3)
+    res = dstats.boundary_coupling(norms, part, tail=0.2, n_permutations=499, seed=3)
     assert (res["n_top"], res["n_bottom"], res["n_valid"], res["n_permutations"]) == (3, 3, 19, 499)
-    assert res["cohens_d"] == pytest.approx(S.cohens_d(norms[top], norms[bottom]), rel=1e-14)
-    ref = S.permutation_test(norms[top], norms[bottom], "cohens_d", n_permutations=499, seed=3)
+    assert res["cohens_d"] == pytest.approx(ptests.cohens_d(norms[top], norms[bottom]), rel=1e-14)
+    ref = ptests.permutation_test(norms[top], norms[bottom], "cohens_d", n_permutations=499, seed=3)
     assert res["p_value"] == ref.p_value
 
 
 def test_boundary_coupling_tail_sizes_and_errors():
     rng = np.random.default_rng(2)
-    assert S.boundary_coupling(rng.random(30), rng.random(30), n_permutations=9)["n_top"] == 3  # 0.1 * 30
-    assert S.boundary_coupling(rng.random(1024), rng.random(1024), n_permutations=9)["n_top"] == 102
+    assert dstats.boundary_coupling(rng.random(30), rng.random(30), n_permutations=9)["n_top"] == 3  # 0.1 * 30
+    assert dstats.boundary_coupling(rng.random(1024), rng.random(1024), n_permutations=9)["n_top"] == 102
     # 0.29 * 100 is 28.999999999999996 in floating point; the tail is floor(29) all the same
-    assert S.boundary_coupling(rng.random(100), rng.random(100), tail=0.29, n_permutations=9)["n_top"] == 29
+    assert dstats.boundary_coupling(rng.random(100), rng.random(100), tail=0.29, n_permutations=9)["n_top"] == 29
     with pytest.raises(ValueError, match=r"tail=0.1 of the 15 units .* gives 1; use a larger `tail`"):
-        S.boundary_coupling(rng.random(19), np.r_[rng.random(15), [np.nan] * 4])
+        dstats.boundary_coupling(rng.random(19), np.r_[rng.random(15), [np.nan] * 4])
     with pytest.raises(ValueError, match="tail"):
-        S.boundary_coupling(rng.random(30), rng.random(30), tail=0.6)
+        dstats.boundary_coupling(rng.random(30), rng.random(30), tail=0.6)
     with pytest.raises(ValueError, match="same length"):
-        S.boundary_coupling(rng.random(30), rng.random(31))
+        dstats.boundary_coupling(rng.random(30), rng.random(31))
     norms = rng.random(30)
     norms[4] = np.nan
     with pytest.raises(ValueError, match="NaN"):
-        S.boundary_coupling(norms, rng.random(30))
+        dstats.boundary_coupling(norms, rng.random(30))
 
 
 def test_boundary_coupling_detects_planted_amplification():
@@ -484,11 +485,11 @@ def test_boundary_coupling_detects_planted_amplification():
     d = 400
     part = rng.random(d)
     norms = 1.0 + 0.5 * part + 0.1 * rng.normal(size=d)  # boundary units amplified more
-    res = S.boundary_coupling(norms, part, n_permutations=999)
+    res = dstats.boundary_coupling(norms, part, n_permutations=999)
     assert res["cohens_d"] > 2 and res["p_value"] == 1 / 1000
-    flipped = S.boundary_coupling(-norms + 3, part, n_permutations=999)
+    flipped = dstats.boundary_coupling(-norms + 3, part, n_permutations=999)
     assert flipped["cohens_d"] == pytest.approx(-res["cohens_d"]) and flipped["p_value"] == 1 / 1000
-    null = S.boundary_coupling(1.0 + 0.1 * rng.normal(size=d), part, n_permutations=999)
+    null = dstats.boundary_coupling(1.0 + 0.1 * rng.normal(size=d), part, n_permutations=999)
     assert null["p_value"] > 0.05
 
 
@@ -501,24 +502,24 @@ def test_rate_level_coupling_uses_disruption_and_absolute_swings():
     nmi = rng.uniform(0.2, 0.9, L - 1)
     top = rng.uniform(1, 3, L)
     var = rng.uniform(0, 0.3, L)
-    res = S.rate_level_coupling(nmi, top, var, n_permutations=999, seed=5)
+    res = dstats.rate_level_coupling(nmi, top, var, n_permutations=999, seed=5)
     np.testing.assert_allclose(res["disruption"], 1 - nmi)
     np.testing.assert_allclose(res["delta_top_singular"], np.abs(np.diff(top)))
     np.testing.assert_allclose(res["delta_variance"], np.abs(np.diff(var)))
-    assert res["top_singular"] == S.spearman_permutation(1 - nmi, np.abs(np.diff(top)), n_permutations=999, seed=5)
-    assert res["variance"] == S.spearman_permutation(1 - nmi, np.abs(np.diff(var)), n_permutations=999, seed=5)
+    assert res["top_singular"] == ptests.spearman_permutation(1 - nmi, np.abs(np.diff(top)), n_permutations=999, seed=5)
+    assert res["variance"] == ptests.spearman_permutation(1 - nmi, np.abs(np.diff(var)), n_permutations=999, seed=5)
     assert res["top_singular"]["n_pairs"] == L - 1
     # swings that grow with disruption, in alternating directions: perfectly coupled
     swings = np.cumsum(np.r_[0.0, (1 - nmi) * (-1.0) ** np.arange(L - 1)])
-    coupled = S.rate_level_coupling(nmi, 2 + swings, 0.1 + swings / 10, n_permutations=999)
+    coupled = dstats.rate_level_coupling(nmi, 2 + swings, 0.1 + swings / 10, n_permutations=999)
     assert coupled["top_singular"]["rho"] == pytest.approx(1.0) and coupled["top_singular"]["p_value"] == 1 / 1000
     assert coupled["variance"]["p_value"] == 1 / 1000
 
 
 def test_rate_level_coupling_validation():
     with pytest.raises(ValueError, match="L - 1 = 4"):
-        S.rate_level_coupling(np.full(3, 0.5), np.ones(5), np.ones(5))
+        dstats.rate_level_coupling(np.full(3, 0.5), np.ones(5), np.ones(5))
     with pytest.raises(ValueError, match="one value per layer"):
-        S.rate_level_coupling(np.full(4, 0.5), np.ones(5), np.ones(4))
+        dstats.rate_level_coupling(np.full(4, 0.5), np.ones(5), np.ones(4))
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        S.rate_level_coupling(np.array([0.5, 1.5, 0.2, 0.1]), np.ones(5), np.ones(5))
+        dstats.rate_level_coupling(np.array([0.5, 1.5, 0.2, 0.1]), np.ones(5), np.ones(5))

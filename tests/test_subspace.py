@@ -6,7 +6,12 @@ from scipy.linalg import subspace_angles
 from scipy.special import gammaln
 from scipy.stats import ortho_group
 
-from crosslayer.subspace import pairwise_overlap, random_overlap_baseline, subspace_overlap, top_singular_subspaces
+from crosslayer.linalg.subspace import (
+    pairwise_overlap,
+    random_overlap_baseline,
+    subspace_overlap,
+    top_singular_subspaces,
+)
 
 ATOL = math.sqrt(np.finfo(float).eps)
 

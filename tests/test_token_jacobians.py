@@ -6,16 +6,16 @@ and a forward hook reads block l's output."""
 import pytest
 import torch
 import transformers as T
+from tiny_families import CONFIGS, LAYERS, VOCAB, D, tiny_model
 
-from crosslayer.adapters import adapter_for
-from crosslayer.blocks import block_calls
-from crosslayer.token_jacobians import (
+from crosslayer.jacobians.multi_token import (
     _sweep,
     last_token_jacobians,
     released_last_token_jacobians,
     token_jacobians,
 )
-from tiny_families import CONFIGS, D, LAYERS, VOCAB, tiny_model
+from crosslayer.models.adapters import adapter_for
+from crosslayer.models.blocks import block_calls
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
@@ -117,7 +117,7 @@ GENERIC_SWEEP = {"bloom", "gpt_neo", "stablelm", "mpt", "falcon", "falcon_multi_
 def split_jacobians(model, ids):
     from transformers import DynamicCache
 
-    from crosslayer.token_jacobians import _split_jacobian
+    from crosslayer.jacobians.multi_token import _split_jacobian
 
     cache = DynamicCache(config=model.config)
     blocks = adapter_for(model).blocks(model)
@@ -164,7 +164,7 @@ def test_the_split_form_follows_a_soft_cap_on_the_scores():
 
 
 def test_prepared_constants_are_kept_within_their_budget(monkeypatch):
-    import crosslayer.token_jacobians as tj
+    import crosslayer.jacobians.multi_token as tj
 
     model, ids = build("llama")
     blocks = model.model.layers
@@ -217,7 +217,7 @@ def test_a_non_finite_jacobian_names_layer_and_tokens():
 
 
 def test_bench_coupling_prints_a_row_per_layer_and_length(capsys):
-    from crosslayer.bench import main
+    from bench.__main__ import main
 
     main(["coupling", "--dims", "64", "--tokens", "4", "--released-rows", "8"])
     lines = capsys.readouterr().out.splitlines()
@@ -248,19 +248,19 @@ def test_block_calls_pass_the_cache_as_the_installed_transformers_names_it(famil
 def test_a_fallback_to_the_generic_sweep_is_logged_once_per_family_and_reason(caplog):
     # fused (SDPA) attention gives the split form no attention call to record: the generic sweep
     # is exact but about 2x slower, which a user sees in the job's log, once, not per prompt
-    import crosslayer.token_jacobians as module
+    import crosslayer.jacobians.multi_token as module
 
     module._FALLBACKS_SAID.clear()
     model, ids = build("llama")
     fused = tiny_model("llama", eager=False)
     fused.load_state_dict(model.state_dict())
-    with caplog.at_level("WARNING", logger="crosslayer.token_jacobians"):
+    with caplog.at_level("WARNING", logger="crosslayer.jacobians.multi_token"):
         fallback = dict(last_token_jacobians(fused, ids))
         dict(last_token_jacobians(fused, ids[:-1]))
     said = [r.getMessage() for r in caplog.records if "split Jacobian does not apply" in r.getMessage()]
     assert len(said) == 1 and said[0].startswith("llama layer 0:") and "generic sweep" in said[0]
     caplog.clear()
-    with caplog.at_level("WARNING", logger="crosslayer.token_jacobians"):
+    with caplog.at_level("WARNING", logger="crosslayer.jacobians.multi_token"):
         split = dict(last_token_jacobians(model, ids))
     assert not caplog.records  # the eager model takes the split form
     for layer in split:

@@ -6,17 +6,17 @@ import pytest
 import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
-from crosslayer.communities import participation_coefficient, partition_nmi
-from crosslayer.graphs import correlation_graph
-from crosslayer.stats import variance_captured
-from crosslayer.topology import (
+from crosslayer.dynamics.statistics import variance_captured
+from crosslayer.dynamics.topology import (
     block_nmi,
     checkpoint_communities,
-    checkpoint_coupling,
     layer_statistics,
     snapshot_graphs,
+    topology_summary,
     warnings_about,
 )
+from crosslayer.stats.communities import participation_coefficient, partition_nmi
+from crosslayer.stats.graphs import correlation_graph
 
 
 def factor_acts(n_samples=400, n_snapshots=4, blocks=4, size=12, seed=0):
@@ -87,7 +87,7 @@ def test_checkpoint_coupling_spearman_and_rate_inputs():
                           "top_singular": [1.0, 1.5, 1.2, 2.0, 2.1], "variance_captured": [0.1, 0.2, 0.15, 0.3, 0.2]})
     alignment = np.array([0.3, 0.1, 0.9, 0.5, 0.2])
     nmi = np.array([0.9, 0.5, 0.7, 0.2])
-    row, rate = checkpoint_coupling(table, alignment, nmi, n_permutations=999, seed=0)
+    row, rate = topology_summary(table, alignment, nmi, n_permutations=999, seed=0)
     assert row["rho_alignment_d"] == pytest.approx(scipy.stats.spearmanr(alignment, table["cohens_d"])[0])
     assert row["frac_significant"] == 0.4 and row["n_significant"] == 2 and row["frac_mesoscale"] == 0.6
     assert row["median_abs_d"] == pytest.approx(0.3)

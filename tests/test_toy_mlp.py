@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from crosslayer.continuity import checkpoint_continuity, checkpoint_summary, stack_continuity
-from crosslayer.toy_mlp import ACTIVATIONS, ToyConfig, ToyMLP, radial, train_toy
+from crosslayer.continuity.measure import checkpoint_continuity, checkpoint_summary, stack_continuity
+from crosslayer.continuity.toy import TOY_ACTIVATIONS, ToyConfig, ToyMLP, radial, train_toy
 
 
 def _data(n=768, n_in=20, seed=0):
@@ -27,7 +27,7 @@ def test_radial_keeps_direction_and_squashes_norm():
     torch.testing.assert_close(radial(h @ Q.T), radial(h) @ Q.T)
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", TOY_ACTIVATIONS)
 @pytest.mark.parametrize("residual, layernorm", [(True, False), (False, False), (True, True)])
 def test_forward_follows_the_switches(activation, residual, layernorm):
     config = ToyConfig(activation=activation, residual=residual, layernorm=layernorm, width=8, depth=3)

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.toy_summary import epoch_table, final_table, stack_runs
+from crosslayer.continuity.toy_tables import epoch_table, final_table, stack_runs
 
 
 def _epochs(offset, n_epochs=3):

@@ -6,8 +6,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from crosslayer import corpus
-from crosslayer.train import ARCHS, build_model, lr_at, mlp_weight_names, train_model
+from crosslayer.data import corpus
+from crosslayer.models.train import ARCHS, build_model, lr_at, mlp_weight_names, train_model
 
 TINY = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64, context=16)
 RUN = dict(

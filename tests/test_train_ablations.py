@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-
-from crosslayer.continuity import continuity_checkpoint
-from crosslayer.errors import CheckpointError
-from crosslayer.models import ABLATION_KEY, load_model
-from crosslayer.train import ACTIVATIONS, build_model, train_model, training_outcome
-
 from test_train import RUN, TINY, VOCAB, data  # noqa: F401  (the shared corpus fixture)
+
+from crosslayer.continuity.measure import continuity_checkpoint
+from crosslayer.errors import CheckpointError
+from crosslayer.models.loading import ABLATION_KEY, load_model
+from crosslayer.models.train import HIDDEN_ACT, build_model, train_model, training_outcome
 
 HAND_ACT = {"silu": F.silu, "relu": torch.relu, "gelu": F.gelu, "none": lambda x: x}
 
@@ -42,7 +41,7 @@ def _hand_logits(model, token, *, activation, residual, norm):
     return sd["lm_head.weight"] @ n(x, "model.norm.weight")
 
 
-ABLATIONS = [dict(activation=a, residual=True, norm=True) for a in ACTIVATIONS] + [
+ABLATIONS = [dict(activation=a, residual=True, norm=True) for a in HIDDEN_ACT] + [
     dict(activation="silu", residual=r, norm=nm) for r, nm in itertools.product([True, False], repeat=2) if not (r and nm)
 ]
 
@@ -50,7 +49,7 @@ ABLATIONS = [dict(activation=a, residual=True, norm=True) for a in ACTIVATIONS] 
 @pytest.mark.parametrize("ablation", ABLATIONS, ids=lambda a: "-".join(f"{k}={v}" for k, v in a.items()))
 def test_live_model_matches_the_hand_written_forward(ablation):
     model = build_model("llama", vocab_size=VOCAB, seed=1, **TINY, **ablation).eval()
-    assert model.config.hidden_act == ACTIVATIONS[ablation["activation"]]
+    assert model.config.hidden_act == HIDDEN_ACT[ablation["activation"]]
     with torch.no_grad():
         live = model(input_ids=torch.tensor([[7]])).logits[0, 0].double()
     expected = _hand_logits(model, 7, **ablation)

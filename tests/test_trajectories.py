@@ -2,9 +2,15 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
+from tiny_families import LAYERS, D, tiny_model
 
-from crosslayer.trajectories import expodistance, line_shape_score, record_trajectories, trajectory_pca, windowed
-from tiny_families import D, LAYERS, tiny_model
+from crosslayer.coupling.trajectories import (
+    expodistance,
+    line_shape_score,
+    record_trajectories,
+    trajectory_pca,
+    windowed,
+)
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()

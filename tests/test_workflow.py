@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from hub_cache import lay_out_cache
 from transformers import AutoModelForCausalLM
 
-from crosslayer.checkpoints import read_manifest, verify_manifest
-from crosslayer.samples import read_samples
-from crosslayer.subspace import pairwise_overlap, random_overlap_baseline, top_singular_subspaces
-from hub_cache import lay_out_cache
+from crosslayer.data.samples import read_samples
+from crosslayer.linalg.subspace import pairwise_overlap, random_overlap_baseline, top_singular_subspaces
+from crosslayer.models.checkpoints import read_manifest, verify_manifest
 
 pytestmark = pytest.mark.workflow
 
@@ -105,7 +105,7 @@ def test_overlaps_match_an_independent_recomputation_from_the_saved_model(tiny_r
 def test_mean_jacobians_match_autograd_of_the_saved_model(tiny_run, model):
     # Independent path: transformers builds the block, autograd differentiates it at the recorded
     # residual stream; the workflow used the closed form.
-    from crosslayer.jacobian import block_jacobians_autograd, single_token_block_fn
+    from crosslayer.jacobians.closed_form import block_jacobians_autograd, single_token_block_fn
 
     manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
     live = AutoModelForCausalLM.from_pretrained(manifest["path"]).eval()
@@ -426,7 +426,7 @@ def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_pa
 ])
 def test_continuity_matches_an_independent_recomputation_from_the_saved_model(tiny_run, model, names):
     # Independent path: transformers builds the model, numpy's float64 SVD of each module's weight.
-    from crosslayer.continuity import expected_abs_cosine
+    from crosslayer.continuity.measure import expected_abs_cosine
 
     manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
     live = AutoModelForCausalLM.from_pretrained(manifest["path"])
@@ -451,9 +451,9 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
     # pass per row), numpy SVDs, and output_hidden_states for the trajectories' norms.
     from transformers import AutoTokenizer
 
-    from crosslayer.coupling import miscoupling
-    from crosslayer.prompts import read_prompts
-    from crosslayer.token_jacobians import released_last_token_jacobians
+    from crosslayer.coupling.measure import miscoupling
+    from crosslayer.data.prompts import read_prompts
+    from crosslayer.jacobians.multi_token import released_last_token_jacobians
 
     manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
     live = AutoModelForCausalLM.from_pretrained(manifest["path"], attn_implementation="eager").eval()

@@ -1,6 +1,6 @@
 """crosslayer: cross-layer geometry of transformer language models.
 
-Submodules are imported explicitly (``from crosslayer.subspace import ...``) so that
+Submodules are imported explicitly (``from crosslayer.linalg.subspace import ...``) so that
 each workflow step only pulls the dependencies it needs.
 """
 

@@ -132,7 +132,7 @@ ABLATION_SWITCHES = {"activation": "silu", "residual": True, "norm": True}
 
 
 def ablation_settings(config, run):
-    """One transformer-ablation run's :func:`crosslayer.train.train_model` settings: the top-level
+    """One transformer-ablation run's :func:`crosslayer.models.train.train_model` settings: the top-level
     ``train`` block, the ablations' ``train`` overrides, the run's switches and its steps."""
     block = config["transformer_ablations"]
     switches = {key: block["runs"][run].get(key, default) for key, default in ABLATION_SWITCHES.items()}

@@ -1,6 +1,7 @@
-"""Errors a user can act on: each names the model, revision and file involved."""
+"""Errors a user can act on (each names the model, revision and file involved), and the one warning the
+analyses give about usable but degenerate input."""
 
-__all__ = ["CheckpointError"]
+__all__ = ["CheckpointError", "DegenerateInputWarning"]
 
 
 class CheckpointError(RuntimeError):
@@ -27,3 +28,8 @@ class CheckpointError(RuntimeError):
             revision=self.revision or revision,
             file=self.file or file,
         )
+
+
+class DegenerateInputWarning(UserWarning):
+    """The input is usable but degenerate: a result is less reliable, or a statistic is undefined for it
+    and comes back NaN."""

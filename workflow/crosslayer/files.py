@@ -8,7 +8,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from crosslayer.errors import CheckpointError  # standard library only
+from crosslayer.errors import CheckpointError
 
 __all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "read_manifest", "sha256", "stat",
            "stat_cache_path", "write_json_atomically"]
@@ -94,7 +94,7 @@ def write_json_atomically(out_path, data):
 
 
 def read_manifest(path):
-    """Read a manifest written by :func:`crosslayer.checkpoints.write_manifest`.
+    """Read a manifest written by :func:`crosslayer.models.checkpoints.write_manifest`.
 
     Raises
     ------
@@ -119,7 +119,7 @@ def changed_checkpoint(manifest_path):
     Parameters
     ----------
     manifest_path : str or Path
-        A manifest (``crosslayer.checkpoints.write_manifest``).
+        A manifest (``crosslayer.models.checkpoints.write_manifest``).
 
     Returns
     -------

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from crosslayer.continuity import checkpoint_summary, continuity_checkpoint
+from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint
 
 params, run = snakemake.params, Path(snakemake.input.run)
 outcome = json.loads((run / "outcome.json").read_text())

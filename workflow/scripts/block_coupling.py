@@ -13,13 +13,13 @@ check_device(snakemake.params.device, "coupling.device")  # no GPU here: name th
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.block_coupling import check_prompts, checkpoint_coupling, context_length
-from crosslayer.checkpoints import verified_manifest
-from crosslayer.coupling import METRICS
-from crosslayer.coupling_summary import checkpoint_prompts, load_checkpoint
+from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
+from crosslayer.coupling.measure import METRICS
+from crosslayer.coupling.tables import checkpoint_prompts, load_checkpoint
+from crosslayer.data.prompts import read_prompts
 from crosslayer.errors import CheckpointError
-from crosslayer.models import load_model
-from crosslayer.prompts import read_prompts
+from crosslayer.models.checkpoints import verified_manifest
+from crosslayer.models.loading import load_model
 
 params = snakemake.params
 memory = snakemake.config["coupling"]  # chunk_mb, hold_mb: speed only, so not params (a change re-runs nothing)

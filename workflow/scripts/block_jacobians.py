@@ -13,10 +13,10 @@ check_device(snakemake.params.device, "dynamics.device")  # no GPU here: name th
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.checkpoints import verified_manifest
-from crosslayer.dynamics import checkpoint_activations, checkpoint_jacobian_stats
+from crosslayer.dynamics.checkpoint import checkpoint_activations, checkpoint_jacobian_stats
 from crosslayer.errors import CheckpointError
-from crosslayer.models import load_model
+from crosslayer.models.checkpoints import verified_manifest
+from crosslayer.models.loading import load_model
 
 params = snakemake.params
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered

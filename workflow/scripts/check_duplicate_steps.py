@@ -5,7 +5,7 @@ start(snakemake)
 import csv
 import sys
 
-from crosslayer.checkpoints import identical_steps, read_manifest
+from crosslayer.models.checkpoints import identical_steps, read_manifest
 
 model = snakemake.wildcards.model
 repeats = identical_steps(read_manifest(path) for path in snakemake.input.manifests)

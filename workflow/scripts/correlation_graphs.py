@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.graphs import write_graph
-from crosslayer.topology import snapshot_graphs
+from crosslayer.dynamics.topology import snapshot_graphs
+from crosslayer.stats.graphs import write_graph
 
 with np.load(snakemake.input.activations) as npz:
     acts = npz["acts"]

@@ -5,7 +5,7 @@ start(snakemake)
 import pandas as pd
 
 from crosslayer.config import read_scores
-from crosslayer.coupling_summary import across_models, fit_table, load_checkpoint
+from crosslayer.coupling.tables import across_models, fit_table, load_checkpoint
 
 models = snakemake.params.models
 scores = read_scores(snakemake.input.scores, models=models) if snakemake.input.scores else None

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.graphs import read_graph
-from crosslayer.topology import checkpoint_communities
+from crosslayer.dynamics.topology import checkpoint_communities
+from crosslayer.stats.graphs import read_graph
 
 params = snakemake.params
 graphs = [read_graph(path) for path in sorted(Path(snakemake.input.graphs).glob("snapshot*.graphml.gz"))]

@@ -2,8 +2,8 @@ from _setup import start
 
 start(snakemake)
 
-from crosslayer.checkpoints import download_checkpoint, write_manifest
-from crosslayer.models import check_tensors
+from crosslayer.models.checkpoints import download_checkpoint, write_manifest
+from crosslayer.models.loading import check_tensors
 
 model, step = snakemake.wildcards.model, int(snakemake.wildcards.step)
 repo, revision = snakemake.params.checkpoint["repo"], snakemake.params.checkpoint["revision"]

@@ -4,7 +4,7 @@ start(snakemake)
 
 import pandas as pd
 
-from crosslayer.regimes import regime_summary
+from crosslayer.dynamics.regimes import regime_summary
 
 summaries = []
 for step, path in zip(snakemake.params.steps, snakemake.input.tables):

@@ -9,11 +9,11 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.adapters import read_geometry
-from crosslayer.alignment import gated_alignment
-from crosslayer.checkpoints import verified_manifest
+from crosslayer.alignment.measure import gated_alignment
 from crosslayer.errors import CheckpointError
-from crosslayer.models import load_model
+from crosslayer.models.checkpoints import verified_manifest
+from crosslayer.models.loading import load_model
+from crosslayer.models.weights import read_geometry
 
 params = snakemake.params
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered

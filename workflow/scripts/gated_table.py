@@ -5,7 +5,7 @@ start(snakemake)
 import numpy as np
 import pandas as pd
 
-from crosslayer.alignment_summary import GATED_COLUMNS, gated_rows
+from crosslayer.alignment.tables import GATED_COLUMNS, gated_rows
 
 rows = []
 for model, step, static, gated in zip(snakemake.params.models, snakemake.params.steps, snakemake.input.static,

@@ -4,8 +4,9 @@ start(snakemake)
 
 import numpy as np
 
-from crosslayer.regimes import depth_regimes
-from crosslayer.spectra import PER_SAMPLE_STATS, spectral_profile
+from crosslayer.dynamics.regimes import depth_regimes
+from crosslayer.dynamics.spectra import spectral_profile
+from crosslayer.linalg.conditioning import PER_SAMPLE_STATS
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:

@@ -12,8 +12,8 @@ check_device(snakemake.params.device, "alignment.device")  # no GPU here: name t
 
 import numpy as np
 
-from crosslayer.alignment import align_checkpoint
-from crosslayer.checkpoints import verified_manifest
+from crosslayer.alignment.measure import align_checkpoint
+from crosslayer.models.checkpoints import verified_manifest
 
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 result = align_checkpoint(

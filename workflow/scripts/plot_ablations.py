@@ -8,8 +8,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.continuity_summary import TABLE2_ORDER
-from crosslayer.plots import CONTINUITY_SPACES, plot_continuity_bars, save_png_and_pdf
+from crosslayer.continuity.plots import CONTINUITY_SPACES, plot_continuity_bars
+from crosslayer.continuity.tables import TABLE2_ORDER
+from crosslayer.plotting import save_png_and_pdf
 
 summary = pd.read_csv(snakemake.input.summary, sep="\t").set_index("run")
 tables = dict(zip(snakemake.params.runs, (pd.read_csv(path, sep="\t") for path in snakemake.input.tables)))

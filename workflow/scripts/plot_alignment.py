@@ -11,16 +11,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.alignment_summary import load_alignment
-from crosslayer.plots import (
+from crosslayer.alignment.plots import (
     SPACE_LABELS,
-    format_step,
     plot_adjacent_mean,
     plot_boundary_heatmap,
     plot_boundary_trajectories,
     plot_overlap_matrix,
     plot_random_baseline,
 )
+from crosslayer.alignment.tables import load_alignment
+from crosslayer.plotting import format_step
 
 model, k, steps = snakemake.wildcards.model, snakemake.params.k, snakemake.params.steps
 adjacent = pd.read_csv(snakemake.input.adjacent, sep="\t")

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.plots import plot_adjacent_mean, plot_random_baseline
+from crosslayer.alignment.plots import plot_adjacent_mean, plot_random_baseline
 
 models, k = snakemake.params.models, snakemake.params.k
 # Fig. 1: one panel per model (baselines differ with d), shared y axis

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.plots import format_step
-from crosslayer.stats import spearman_permutation
+from crosslayer.plotting import format_step
+from crosslayer.stats.permutation import spearman_permutation
 
 params = snakemake.params
 method = params.method

@@ -9,10 +9,16 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.continuity_summary import TABLE2_ORDER
-from crosslayer.plots import (CONTINUITY_SPACES, format_step, plot_adjacent_cosines, plot_continuity_bars,
-                              plot_continuity_over_training, plot_trajectory_3d, projection_colors,
-                              save_png_and_pdf)
+from crosslayer.continuity.plots import (
+    CONTINUITY_SPACES,
+    plot_adjacent_cosines,
+    plot_continuity_bars,
+    plot_continuity_over_training,
+    plot_trajectory_3d,
+    projection_colors,
+)
+from crosslayer.continuity.tables import TABLE2_ORDER
+from crosslayer.plotting import format_step, save_png_and_pdf
 
 model, steps, dpi, output = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi, snakemake.output
 table = pd.read_csv(snakemake.input.steps, sep="\t")

@@ -9,9 +9,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.coupling_summary import TOKEN_WISE, load_checkpoint
-from crosslayer.plots import (format_step, pick_steps, plot_block_grid, plot_coupling_graph, plot_depth_profile,
-                              plot_trajectories_2d, save_png_and_pdf, set_step_axis)
+from crosslayer.coupling.plots import plot_block_grid, plot_coupling_graph, plot_trajectories_2d
+from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint
+from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf, set_step_axis
 
 model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
                              snakemake.params.metric)

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.plots import save_png_and_pdf, set_step_axis
+from crosslayer.plotting import save_png_and_pdf, set_step_axis
 
 params, output = snakemake.params, snakemake.output
 models = pd.read_csv(snakemake.input.models, sep="\t")

@@ -10,16 +10,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from crosslayer.plots import (
-    format_step,
-    pick_steps,
-    plot_depth_profile,
-    plot_dose_response,
-    plot_eigenvalue_cloud,
-    plot_quantile_profile,
-    save_png_and_pdf,
-)
-from crosslayer.regimes import REGIMES
+from crosslayer.dynamics.plots import plot_dose_response, plot_eigenvalue_cloud, plot_quantile_profile
+from crosslayer.dynamics.regimes import REGIMES
+from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
 output = snakemake.output

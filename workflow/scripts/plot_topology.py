@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from crosslayer.plots import depth_colors, format_step, plot_depth_profile, save_png_and_pdf, step_grid
+from crosslayer.plotting import depth_colors, format_step, plot_depth_profile, save_png_and_pdf, step_grid
 
 model, steps, method, dpi = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.method,
                              snakemake.params.dpi)

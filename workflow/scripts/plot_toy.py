@@ -8,7 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.plots import plot_run_bars, plot_runs_over_epochs, save_png_and_pdf
+from crosslayer.continuity.plots import plot_run_bars, plot_runs_over_epochs
+from crosslayer.plotting import save_png_and_pdf
 
 runs, dpi, output = snakemake.params.runs, snakemake.params.dpi, snakemake.output
 epochs = pd.read_csv(snakemake.input.epochs, sep="\t")

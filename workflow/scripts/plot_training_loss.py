@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.plots import plot_training_loss
+from crosslayer.plotting import plot_training_loss
 
 fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
 plot_training_loss(ax, pd.read_csv(Path(snakemake.input.run) / "loss.tsv", sep="\t"))

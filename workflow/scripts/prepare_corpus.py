@@ -4,8 +4,14 @@ start(snakemake)
 
 import logging
 
-from crosslayer.corpus import encode_corpus, extract_wikipedia_text, save_tokenizer, train_tokenizer, write_text_blocks
-from crosslayer.samples import dataset_texts
+from crosslayer.data.corpus import (
+    encode_corpus,
+    extract_wikipedia_text,
+    save_tokenizer,
+    train_tokenizer,
+    write_text_blocks,
+)
+from crosslayer.data.samples import dataset_texts
 
 out, params = snakemake.output, snakemake.params
 if params.source == "dataset":

@@ -4,7 +4,7 @@ start(snakemake)
 
 import numpy as np
 
-from crosslayer.mnist import load_mnist
+from crosslayer.data.mnist import load_mnist
 
 params = snakemake.params
 x_train, y_train, x_test, y_test = load_mnist(params.source, directory=params.directory,

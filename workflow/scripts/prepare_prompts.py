@@ -4,7 +4,7 @@ start(snakemake)
 
 import logging
 
-from crosslayer.prompts import collect_prompts, write_prompts
+from crosslayer.data.prompts import collect_prompts, write_prompts
 
 settings = snakemake.params.prompts
 rows = collect_prompts(file=snakemake.input.file or None, corpus=snakemake.input.text or None,

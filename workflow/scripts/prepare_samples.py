@@ -4,7 +4,7 @@ start(snakemake)
 
 import logging
 
-from crosslayer.samples import corpus_paragraphs, dataset_texts, write_samples
+from crosslayer.data.samples import corpus_paragraphs, dataset_texts, write_samples
 
 settings = snakemake.params.samples
 if settings["source"] == "corpus":

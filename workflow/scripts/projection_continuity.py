@@ -12,8 +12,8 @@ check_device(snakemake.params.device, "continuity.device")  # no GPU here: name 
 
 import numpy as np
 
-from crosslayer.checkpoints import verified_manifest
-from crosslayer.continuity import checkpoint_summary, continuity_checkpoint
+from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint
+from crosslayer.models.checkpoints import verified_manifest
 
 params = snakemake.params
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered

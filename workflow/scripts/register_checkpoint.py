@@ -2,11 +2,11 @@ from _setup import start
 
 start(snakemake)
 
-from crosslayer.checkpoints import write_manifest
+from crosslayer.models.checkpoints import write_manifest
 
 model, revision, source = snakemake.wildcards.model, snakemake.params.revision, snakemake.params.source
 if source == "local":  # every tensor, before any manifest; the workflow's own checkpoints were checked when saved
-    from crosslayer.models import check_tensors
+    from crosslayer.models.loading import check_tensors
 
     check_tensors(snakemake.params.directory, model=model, revision=revision)
 write_manifest(

@@ -5,7 +5,8 @@ start(snakemake)
 import numpy as np
 import pandas as pd
 
-from crosslayer.spectra import TORCH_MIN_WIDTH, dose_response_table, schur_dose_responses
+from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH
+from crosslayer.linalg.schur import dose_response_table, schur_dose_responses
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as jacobians:

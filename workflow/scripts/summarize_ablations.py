@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from crosslayer.continuity_summary import ablation_table
+from crosslayer.continuity.tables import ablation_table
 
 runs = snakemake.params.runs
 outcomes = {run: json.loads((Path(path) / "outcome.json").read_text()) for run, path in zip(runs, snakemake.input.runs)}

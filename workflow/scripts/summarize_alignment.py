@@ -2,7 +2,7 @@ from _setup import start
 
 start(snakemake)
 
-from crosslayer.alignment_summary import load_alignment, summarize_model
+from crosslayer.alignment.tables import load_alignment, summarize_model
 
 params = snakemake.params
 try:

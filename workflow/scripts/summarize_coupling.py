@@ -2,7 +2,7 @@ from _setup import start
 
 start(snakemake)
 
-from crosslayer.coupling_summary import load_checkpoint, summarize_steps
+from crosslayer.coupling.tables import load_checkpoint, summarize_steps
 
 tables = summarize_steps([load_checkpoint(path) for path in snakemake.input.npz], snakemake.params.steps,
                          metric=snakemake.params.metric)

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from crosslayer.toy_summary import epoch_table, final_table, stack_runs
+from crosslayer.continuity.toy_tables import epoch_table, final_table, stack_runs
 
 statuses = [json.loads(open(path).read()) for path in snakemake.input.status]
 long = stack_runs([pd.read_csv(path, sep="\t") for path in snakemake.input.epochs], statuses)

@@ -5,7 +5,7 @@ start(snakemake)
 import numpy as np
 import pandas as pd
 
-from crosslayer.topology import block_nmi, checkpoint_coupling, layer_statistics, warnings_about
+from crosslayer.dynamics.topology import block_nmi, layer_statistics, topology_summary, warnings_about
 
 params = snakemake.params
 with np.load(snakemake.input.jacobians) as npz:
@@ -19,7 +19,7 @@ for m, method in enumerate(partitions["methods"]):
         table = layer_statistics(Js, memberships, partitions["participation"][m], n_random=params.random_partitions,
                                  tail=params.tail, n_permutations=params.permutations, q=params.fdr_q,
                                  seed=params.seed)
-        row, rate = checkpoint_coupling(table, self_alignment, block_nmi(memberships),
+        row, rate = topology_summary(table, self_alignment, block_nmi(memberships),
                                         n_permutations=params.rate_permutations, seed=params.seed)
     rows.append({"method": method, **row})
     # rate-level inputs on the row of layer l (change from l to l + 1; NaN for the last layer)

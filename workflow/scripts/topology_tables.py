@@ -4,7 +4,7 @@ start(snakemake)
 
 import pandas as pd
 
-from crosslayer.topology import method_comparison
+from crosslayer.dynamics.topology import method_comparison
 
 summary = pd.concat(
     pd.read_csv(path, sep="\t").assign(model=model, step=step)

@@ -9,7 +9,7 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 import json
 from pathlib import Path
 
-from crosslayer.train import train_model, training_outcome
+from crosslayer.models.train import train_model, training_outcome
 
 settings = snakemake.params.settings
 # A failure control (NoNorm, NoRes) may diverge: that is its result, recorded with its step.

@@ -6,7 +6,7 @@ import torch
 
 torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
 
-from crosslayer.train import train_model
+from crosslayer.models.train import train_model
 
 train_model(
     snakemake.input.tokens,

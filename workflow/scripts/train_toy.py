@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
-from crosslayer.toy_mlp import ToyConfig, as_tensors, train_toy
+from crosslayer.continuity.toy import ToyConfig, as_tensors, train_toy
 
 run, settings = snakemake.wildcards.run, snakemake.params.settings
 config = ToyConfig(**settings)

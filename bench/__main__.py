@@ -1,0 +1,143 @@
+"""Benchmarks that print tables (``python -m bench --help``, from the repository root).
+
+``svd``     seconds per layer for the top-k MLP-product subspaces: forming ``W_down @ W_up``,
+            then our ARPACK top-k path (float64) vs the papers' full float32 SVD
+            (``torch.linalg.svd``), with the top-k subspace accuracy: overlap with the exact
+            float64 full-SVD subspace.
+``memory``  peak RSS of the weight analysis of a whole checkpoint, read one layer at a time,
+            for a synthetic checkpoint of a given shape (default: Pythia-1.4B's), next to the
+            one-layer formula.
+``continuity`` time and peak memory of paper 003's continuity stage on a synthetic Llama-shaped
+            checkpoint (default: Llama-3.1-8B's layer shapes, 3 layers, projected to 32), and the
+            float32 SVD seconds of each projection shape.
+``toy``     paper 003's toy grid (Tables 1 and 3 x 3 seeds x 20 epochs) through Snakemake on the
+            offline digits: wall time and seconds per job; per-epoch metric cost; projection to
+            the standard 60k training set.
+``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
+``jacobian`` seconds per single-token block Jacobian (paper 004) of a Llama-style (SwiGLU,
+            d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
+            ``torch.autograd.functional.jacobian``, the same with ``vectorize=True``,
+            ``torch.func.jacrev`` + ``vmap``, and our batched closed form; ratios vs the paper's
+            method, our FLOP/s as a fraction of the machine's measured GEMM FLOP/s, the per-sample
+            statistics (torch path on the Jacobians' device, float64 and float32), peak RSS.
+``topology`` seconds per snapshot of the activation-correlation topology (paper 004) on seeded
+            factor-model data: correlation matrix, top-k graph, signed Leiden CPM, and the
+            alternatives Leiden modularity and InfoMap; peak RSS.
+``coupling`` seconds per prompt of paper 002's Jacobians on a Llama-style and a GPT-NeoX-style
+            layer of width d, prompts of T tokens: depth-wise (the last token's J_TT) by the
+            released code's method (one backward pass per row of the identity, through the block
+            on the whole prompt) vs ours (one batched sweep of the last token against its cached
+            context; computed twice, as the coupling stage's two passes do), each with the SVD;
+            token-wise (J_{t1 t2} for all t1 <= t2) by autograd per pair vs one sweep per output
+            token; relative error vs the reference; peak RSS.
+``permutation`` seconds of the paper-004 permutation tests, batched vs a per-permutation loop
+            (boundary coupling: Cohen's d of 2 x 10% of d units; Spearman: 31 layer pairs), and
+            of one layer's statistics (mesoscale test with 100 random partitions + boundary
+            coupling).
+``scale``   paper-scale rehearsal of paper 004 on a random Llama-3.1-8B-shaped stack (d 4096,
+            d_ff 14336, GQA 32/8), built a few layers deep: seconds of every dynamics and
+            topology stage on real shapes, projected to 32 layers x 1,000 samples x 3
+            checkpoints; ``--device cuda`` times the GPU stages there; peak memory.
+"""
+
+import argparse
+
+from bench.jacobians import SCALE_STAGES, bench_coupling, bench_jacobian, bench_scale
+from bench.topology import bench_permutation, bench_topology
+from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd, bench_toy
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what")
+    svd = sub.add_parser("svd")
+    svd.add_argument("--dims", type=int, nargs="+", default=[1024, 2048])
+    svd.add_argument("--k", type=int, default=10)
+    svd.add_argument("--threads", type=int, default=None)
+    mem = sub.add_parser("memory")
+    mem.add_argument("--family", choices=sorted(MEMORY_SHAPES), default="gpt_neox",
+                     help="gemma3_text: Gemma-3-12B's decoder shape (d 3840, d_ff 15360, 16 x 256 heads)")
+    mem.add_argument("--d-model", type=int, default=None, help="default: the family's")
+    mem.add_argument("--n-layers", type=int, default=24)
+    mem.add_argument("--d-ff", type=int, default=None, help="default: the family's")
+    cont = sub.add_parser("continuity")
+    cont.add_argument("--d-model", type=int, default=4096)
+    cont.add_argument("--n-layers", type=int, default=3, help="layers written and analysed (projected to --full-layers)")
+    cont.add_argument("--d-ff", type=int, default=14336)
+    cont.add_argument("--full-layers", type=int, default=32)
+    cont.add_argument("--threads", type=int, default=2)
+    cont.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    toy = sub.add_parser("toy")
+    toy.add_argument("--cores", type=int, default=2)
+    toy.add_argument("--epochs", type=int, default=20)
+    e2e = sub.add_parser("e2e")
+    e2e.add_argument("--cores", type=int, default=2)
+    jac = sub.add_parser("jacobian")
+    jac.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
+    jac.add_argument("--samples", type=int, default=64)
+    jac.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
+    jac.add_argument("--threads", type=int, default=None)
+    jac.add_argument("--quick", action="store_true", help="one sample for the paper's method, two for the others")
+    top = sub.add_parser("topology")
+    top.add_argument("--dims", type=int, nargs="+", default=[576, 1024, 2048, 4096])
+    top.add_argument("--samples", type=int, default=1000)
+    top.add_argument("--k", type=int, default=10)
+    top.add_argument("--threads", type=int, default=None)
+    cpl = sub.add_parser("coupling")
+    cpl.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
+    cpl.add_argument("--tokens", type=int, nargs="+", default=[8, 32])
+    cpl.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
+    cpl.add_argument("--threads", type=int, default=None)
+    cpl.add_argument("--released-rows", type=int, default=128, help="rows of the released loop timed (scaled to d)")
+    scale = sub.add_parser("scale", help="paper-scale rehearsal of paper 004 on a Llama-3.1-8B-shaped stack")
+    scale.add_argument("--d-model", type=int, default=4096)
+    scale.add_argument("--d-ff", type=int, default=14336)
+    scale.add_argument("--heads", type=int, nargs=2, default=[32, 8], metavar=("Q", "KV"))
+    scale.add_argument("--layers", type=int, default=2, help="layers built and timed")
+    scale.add_argument("--samples", type=int, default=2, help="samples timed")
+    scale.add_argument("--tokens", type=int, default=256, help="tokens per sample")
+    scale.add_argument("--full-layers", type=int, default=32)
+    scale.add_argument("--full-samples", type=int, default=1000)
+    scale.add_argument("--checkpoints", type=int, default=3)
+    scale.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    scale.add_argument("--threads", type=int, default=None)
+    scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=list(SCALE_STAGES))
+    perm = sub.add_parser("permutation")
+    perm.add_argument("--sizes", type=int, nargs="+", default=[576, 1024, 4096])
+    perm.add_argument("--n-permutations", type=int, default=5000)
+    perm.add_argument("--repeat", type=int, default=3)
+    perm.add_argument("--communities", type=int, default=32)
+    args = parser.parse_args(argv)
+    if args.what in (None, "svd"):
+        bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
+    if args.what in (None, "memory"):
+        bench_memory(**({} if args.what is None else {"d_model": args.d_model, "n_layers": args.n_layers,
+                                                       "d_ff": args.d_ff, "family": args.family}))
+    if args.what == "continuity":
+        bench_continuity(d_model=args.d_model, n_layers=args.n_layers, d_ff=args.d_ff, full_layers=args.full_layers,
+                         threads=args.threads, device=args.device)
+    if args.what == "toy":
+        bench_toy(cores=args.cores, epochs=args.epochs)
+    if args.what == "e2e":
+        bench_e2e(args.cores)
+    if args.what == "jacobian":
+        bench_jacobian(dims=args.dims, samples=args.samples, styles=args.styles, threads=args.threads,
+                       quick=args.quick)
+    if args.what == "topology":
+        bench_topology(dims=args.dims, samples=args.samples, k=args.k, threads=args.threads)
+    if args.what == "coupling":
+        bench_coupling(dims=args.dims, tokens=args.tokens, styles=args.styles, threads=args.threads,
+                       released_rows=args.released_rows)
+    if args.what == "scale":
+        bench_scale(d_model=args.d_model, d_ff=args.d_ff, n_heads=args.heads[0], n_kv_heads=args.heads[1],
+                    layers=args.layers, samples=args.samples, tokens=args.tokens, full_layers=args.full_layers,
+                    full_samples=args.full_samples, checkpoints=args.checkpoints, device=args.device,
+                    threads=args.threads, stages=args.stages)
+    if args.what == "permutation":
+        bench_permutation(sizes=args.sizes, n_permutations=args.n_permutations, repeat=args.repeat,
+                          communities=args.communities)
+
+
+if __name__ == "__main__":
+    main()

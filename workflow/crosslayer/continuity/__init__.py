@@ -1,0 +1,2 @@
+"""Paper 003, geometric continuity across depth: measurement, tables, the toy residual MLP, figures.
+"""

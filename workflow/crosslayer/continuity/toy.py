@@ -1,0 +1,209 @@
+"""The toy residual MLP of paper 003 (section 4, appendices C-F) and its training with continuity
+tracked on weights and gradients.
+
+Model: ``h = E x`` (``E``: 784 -> D, with bias), then ``depth`` layers ``h <- h + act(W_l n(h))``
+(``W_l`` D x D without bias; ``n`` = LayerNorm when ``layernorm`` else identity; without
+``residual``: ``h <- act(W_l n(h))``), then a linear head D -> 10. ``init_scale`` None keeps
+PyTorch's default (Kaiming-uniform) init of ``W_l``; a number draws ``W_l ~ N(0, init_scale^2)``.
+The radial activation acts on the norm only, ``act(h) = tanh(||h||) h / ||h||`` (ours: r = tanh),
+so it commutes with every rotation.
+
+Training: Adam, cross-entropy, shuffled mini-batches from a seeded generator. Tracked per epoch
+(epoch 0 = before any update): the weights ``W_l``; the gradient ``G_l`` of the epoch's first
+mini-batch (at epoch 0 the first backward pass); the cumulative sum of every mini-batch gradient
+so far; exponential moving averages of the gradient (``g <- beta g + (1 - beta) G``, bias-
+corrected) at each configured beta. Continuity statistics of each stack come from batched SVDs.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from crosslayer.continuity.measure import stack_continuity
+
+__all__ = ["TOY_ACTIVATIONS", "ToyConfig", "ToyMLP", "as_tensors", "radial", "train_toy"]
+
+TOY_ACTIVATIONS = ("gelu", "silu", "relu", "tanh", "none", "radial")
+
+
+def radial(h, eps=1e-12):
+    """``tanh(||h||) h / ||h||`` over the last axis: rescales each vector, never turns it."""
+    r = h.norm(dim=-1, keepdim=True)
+    return h * (torch.tanh(r) / r.clamp_min(eps))
+
+
+_ACT = {"gelu": nn.functional.gelu, "silu": nn.functional.silu, "relu": torch.relu, "tanh": torch.tanh,
+        "none": lambda h: h, "radial": radial}
+
+
+@dataclass(frozen=True)
+class ToyConfig:
+    """One configuration of the ablation grid (defaults: METHODS.md, section 003)."""
+
+    activation: str = "relu"  # one of TOY_ACTIVATIONS
+    residual: bool = True  # h <- h + act(W n(h)), else h <- act(W n(h))
+    layernorm: bool = False  # n = LayerNorm (with gain and bias) before each W
+    width: int = 128  # D
+    depth: int = 16  # hidden layers W_1..W_depth
+    init_scale: float | None = None  # None: PyTorch default; else std of N(0, std^2) for every W_l
+    lr: float = 1e-3
+    beta1: float = 0.9
+    beta2: float = 0.999
+    batch_size: int = 128
+    epochs: int = 20
+    ema_betas: tuple = (0.9, 0.99, 0.999)  # smoothing levels of the gradient EMAs
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.activation not in TOY_ACTIVATIONS:
+            raise ValueError(f"activation {self.activation!r} is not one of {TOY_ACTIVATIONS}")
+        if self.depth < 2 or self.width < 1:
+            raise ValueError(f"need depth >= 2 and width >= 1, got depth {self.depth}, width {self.width}")
+
+
+class ToyMLP(nn.Module):
+    """The toy model of one :class:`ToyConfig`; ``hidden`` holds ``W_1..W_depth``."""
+
+    def __init__(self, config: ToyConfig, n_in=784, n_out=10):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Linear(n_in, config.width)
+        self.hidden = nn.ModuleList(nn.Linear(config.width, config.width, bias=False) for _ in range(config.depth))
+        self.norms = nn.ModuleList(nn.LayerNorm(config.width) for _ in range(config.depth)) if config.layernorm else None
+        self.head = nn.Linear(config.width, n_out)
+        if config.init_scale is not None:
+            for layer in self.hidden:
+                nn.init.normal_(layer.weight, std=config.init_scale)
+        self.act = _ACT[config.activation]
+
+    def forward(self, x):  # (B, n_in) -> (B, n_out)
+        h = self.embed(x)  # (B, D)
+        for i, layer in enumerate(self.hidden):
+            z = self.act(layer(self.norms[i](h) if self.norms is not None else h))
+            h = h + z if self.config.residual else z
+        return self.head(h)
+
+    def weights(self):
+        """``(depth, D, D)`` stack of the hidden weights (detached)."""
+        return torch.stack([layer.weight.detach() for layer in self.hidden])
+
+    def gradients(self):
+        """``(depth, D, D)`` stack of the hidden weights' current gradients."""
+        return torch.stack([layer.weight.grad.detach() for layer in self.hidden])
+
+
+def _evaluate(model, x, y, batch_size=4096):
+    """Accuracy of `model` on (x, y)."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x[i : i + batch_size]).argmax(-1) == y[i : i + batch_size]).sum())
+                      for i in range(0, len(x), batch_size))
+    model.train()
+    return correct / len(x)
+
+
+def _row(stacks, erank_power):
+    """Continuity statistics of every tracked stack, plus each stack's principal vectors' mean
+    alignment with the weights' (``align_u``/``align_v``: mean_l |<x1(W_l), x1(S_l)>|)."""
+    row, principal = {}, {}
+    for name, stack in stacks.items():
+        if stack is None:
+            continue
+        stats = stack_continuity(stack, erank_power=erank_power, vectors=True)
+        principal[name] = stats.pop("u1_vectors"), stats.pop("v1_vectors")
+        row |= {f"{name}.{key}": value for key, value in stats.items()}
+    for name, (u, v) in principal.items():
+        if name != "W" and "W" in principal and u is not None and principal["W"][0] is not None:
+            row[f"{name}.align_u"] = float(np.abs(np.sum(u * principal["W"][0], axis=1)).mean())
+            row[f"{name}.align_v"] = float(np.abs(np.sum(v * principal["W"][1], axis=1)).mean())
+    if "Gcum.u1" in row:  # the transfer gap: coherence made in the cumulative gradient minus that kept in W
+        row["delta_u"], row["delta_v"] = row["Gcum.u1"] - row["W.u1"], row["Gcum.v1"] - row["W.v1"]
+    return row
+
+
+def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=None):
+    """Train one configuration and track continuity every epoch.
+
+    Parameters
+    ----------
+    config : ToyConfig
+    data : tuple of torch.Tensor
+        ``(x_train (N, 784) float, y_train (N,) int64, x_test, y_test)``.
+    erank_power : {1, 2}
+    progress : callable, optional
+        Wraps the epoch iterator.
+
+    Returns
+    -------
+    records : list of dict
+        One per epoch, epoch 0 before any update: ``epoch``, ``loss`` (mean training loss of the
+        epoch; NaN at 0), ``accuracy`` (test), and for each tracked stack ``W`` (weights), ``G``
+        (gradient of the epoch's first mini-batch; at epoch 0 the first backward pass),
+        ``Gcum`` (sum of all gradients so far), ``ema{beta}`` (bias-corrected EMA of the
+        gradients) the keys ``{stack}.u1``, ``.v1``, ``.wa_u``, ``.wa_v``, ``.erank`` and, for
+        the gradient stacks, ``.align_u``/``.align_v`` with the weights; ``delta_u``/``delta_v``
+        = ``Gcum`` minus ``W`` continuity.
+    status : dict
+        ``diverged`` (bool), ``diverged_epoch`` (first epoch whose loss was not finite, or None).
+    model : ToyMLP
+    """
+    torch.manual_seed(config.seed)
+    model = ToyMLP(config, n_in=data[0].shape[1]).to(device)
+    x_train, y_train, x_test, y_test = (t.to(device) for t in data)
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2))
+    generator = torch.Generator().manual_seed(config.seed)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def first_gradient():  # None when the initial model's loss is not finite
+        model.zero_grad()
+        loss = loss_fn(model(x_train[: config.batch_size]), y_train[: config.batch_size])
+        if not torch.isfinite(loss):
+            return None
+        loss.backward()
+        return model.gradients().clone()
+
+    ema_names = [f"ema{beta:g}" for beta in config.ema_betas]
+    stacks = {"W": model.weights().clone(), "G": first_gradient(), "Gcum": None, **dict.fromkeys(ema_names)}
+    records = [{"epoch": 0, "loss": math.nan, "accuracy": _evaluate(model, x_test, y_test), **_row(stacks, erank_power)}]
+    status = {"diverged": stacks["G"] is None, "diverged_epoch": 0 if stacks["G"] is None else None}
+    cumulative = torch.zeros_like(stacks["W"])
+    emas = [torch.zeros_like(stacks["W"]) for _ in config.ema_betas]
+    n_steps = 0
+    epochs = range(1, config.epochs + 1 if not status["diverged"] else 1)
+    for epoch in progress(epochs) if progress else epochs:
+        order = torch.randperm(len(x_train), generator=generator).to(device)
+        losses, first = [], None
+        for start in range(0, len(order), config.batch_size):
+            batch = order[start : start + config.batch_size]
+            optimizer.zero_grad()
+            loss = loss_fn(model(x_train[batch]), y_train[batch])
+            if not torch.isfinite(loss):
+                status = {"diverged": True, "diverged_epoch": epoch}
+                break
+            loss.backward()
+            G = model.gradients()
+            first = G.clone() if first is None else first
+            cumulative += G
+            n_steps += 1
+            for ema, beta in zip(emas, config.ema_betas):
+                ema.mul_(beta).add_(G, alpha=1 - beta)
+            optimizer.step()
+            losses.append(loss.item())
+        if status["diverged"]:
+            break
+        stacks = {"W": model.weights(), "G": first, "Gcum": cumulative,
+                  **{name: ema / (1 - beta**n_steps) for name, ema, beta in zip(ema_names, emas, config.ema_betas)}}
+        records.append({"epoch": epoch, "loss": float(np.mean(losses)), "accuracy": _evaluate(model, x_test, y_test),
+                        **_row(stacks, erank_power)})
+    return records, status, model
+
+
+def as_tensors(arrays):
+    """``(x_train, y_train, x_test, y_test)`` tensors from uint8 MNIST arrays: pixels scaled to
+    [0, 1] (float32), labels int64."""
+    x_train, y_train, x_test, y_test = (arrays[key] for key in ("x_train", "y_train", "x_test", "y_test"))
+    return (torch.from_numpy(x_train.astype(np.float32) / 255), torch.from_numpy(y_train.astype(np.int64)),
+            torch.from_numpy(x_test.astype(np.float32) / 255), torch.from_numpy(y_test.astype(np.int64)))

@@ -1,0 +1,47 @@
+"""Tables of the toy ablations over seeds (pandas only: no torch in table and figure jobs).
+
+Each job's per-epoch table (:func:`crosslayer.continuity.toy.train_toy`) is stacked with its run and
+seed; ``final`` is the paper's Tables 1 and 3-5 shape: per run, mean and sd over seeds of the
+first backward pass's gradient continuity (epoch 0) and of the last epoch's metrics.
+"""
+
+import pandas as pd
+
+__all__ = ["FINAL_METRICS", "epoch_table", "final_table", "stack_runs"]
+
+#: Reported at the last epoch (``G0.*``: the gradient of the first backward pass, epoch 0).
+FINAL_METRICS = ("accuracy", "G0.v1", "G0.u1", "G0.wa_v", "G.v1", "G.u1", "G.wa_v", "W.v1", "W.u1", "W.wa_v",
+                 "W.wa_u", "W.erank", "Gcum.v1", "Gcum.u1", "delta_v", "delta_u")
+
+
+def stack_runs(tables, statuses):
+    """One long table (``run``, ``seed``, ``epoch``, metrics...) from each job's epoch table and
+    status dict (``run``, ``seed``, ``diverged``, ``diverged_epoch``)."""
+    return pd.concat([table.assign(run=status["run"], seed=status["seed"]) for table, status in zip(tables, statuses)],
+                     ignore_index=True)
+
+
+def epoch_table(long):
+    """Mean and sd over seeds of every metric, per run and epoch (``{metric}`` and ``{metric}_sd``)."""
+    metrics = [c for c in long.columns if c not in ("run", "seed", "epoch")]
+    grouped = long.groupby(["run", "epoch"], sort=False)[metrics]
+    mean, sd = grouped.mean(), grouped.std(ddof=1).add_suffix("_sd")
+    return pd.concat([mean, sd], axis=1).reset_index()
+
+
+def final_table(long, statuses, runs):
+    """Per run (in `runs` order): seeds, diverged seeds and their epochs, and mean / sd over seeds
+    of :data:`FINAL_METRICS` (each seed at its last recorded epoch)."""
+    first = long[long["epoch"] == 0].set_index(["run", "seed"])
+    last = long.sort_values("epoch").groupby(["run", "seed"]).tail(1).set_index(["run", "seed"])
+    for column in [c for c in first.columns if c.startswith("G.")]:
+        last[column.replace("G.", "G0.", 1)] = first[column]
+    metrics = [m for m in FINAL_METRICS if m in last.columns]
+    grouped = last[metrics].groupby(level="run")
+    table = pd.concat([grouped.mean(), grouped.std(ddof=1).add_suffix("_sd")], axis=1)
+    status = pd.DataFrame(statuses).groupby("run").agg(
+        seeds=("seed", "size"), diverged=("diverged", "sum"),
+        diverged_epochs=("diverged_epoch", lambda e: ",".join(str(int(x)) for x in e.dropna())))
+    table = status.join(table).reindex(runs)
+    order = ["seeds", "diverged", "diverged_epochs"] + [c for m in metrics for c in (m, f"{m}_sd")]
+    return table[order].reset_index()

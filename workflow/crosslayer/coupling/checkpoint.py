@@ -1,0 +1,193 @@
+"""Per-checkpoint block coupling and trajectory regularity (paper 002): one model, one prompt
+set, every measurement of the stage in one pass, streamed by layer and by output token.
+
+Per prompt: the depth-wise mis-coupling matrices at the configured token (default the last;
+by causality the prompt is cut after that token, so its context is exactly the tokens before),
+the trajectories' line-shape score and expodistance (whole and windowed), and the norm of the
+residual stream per depth. On the first few prompts: token-wise coupling of configured layer
+pairs over their first tokens, and the 2-D PCA of the trajectories.
+"""
+
+import numpy as np
+
+from crosslayer.coupling.measure import METRICS, depthwise_miscoupling, tokenwise_miscoupling
+from crosslayer.coupling.trajectories import (
+    expodistance,
+    line_shape_score,
+    record_trajectories,
+    trajectory_pca,
+    windowed,
+)
+from crosslayer.jacobians.multi_token import DEFAULT_CHUNK_BYTES, last_token_jacobians, token_jacobians
+from crosslayer.models.adapters import adapter_for
+
+__all__ = ["check_prompts", "checkpoint_coupling", "context_length"]
+
+
+def context_length(config):
+    """The longest sequence a model config allows, or None when it sets no limit."""
+    config = config.get_text_config()  # a vision-language model's decoder (Gemma 3)
+    for key in ("max_position_embeddings", "n_positions", "seq_length", "max_seq_len"):
+        if isinstance(getattr(config, key, None), int):
+            return getattr(config, key)
+    return None
+
+
+def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompts=0, token_wise_tokens=0):
+    """Refuse, before any Jacobian, prompts the measurements cannot use; the message names the
+    prompt and the key to change.
+
+    Parameters
+    ----------
+    prompt_ids : sequence of str
+    token_ids : sequence of sequences of int
+    context : int or None
+        The model's context length.
+    token : int
+        Depth-wise token (a Python index; -1 the last).
+    token_wise_prompts, token_wise_tokens : int
+        The first `token_wise_prompts` prompts need at least `token_wise_tokens` tokens.
+    """
+    for i, (pid, ids) in enumerate(zip(prompt_ids, token_ids)):
+        n = len(ids)
+        if n == 0:
+            raise ValueError(f"prompt {pid!r} has no tokens; remove it from the prompt set")
+        if context is not None and n > context:
+            raise ValueError(f"prompt {pid!r} has {n} tokens, longer than the model's context of {context}; "
+                             "shorten it or set coupling.prompts.max_tokens to truncate prompts")
+        if not -n <= token < n:
+            raise ValueError(f"prompt {pid!r} has {n} tokens, too few for coupling.depthwise_token = {token}")
+        if i < token_wise_prompts and n < token_wise_tokens:
+            raise ValueError(f"prompt {pid!r} has {n} tokens, fewer than coupling.token_wise.tokens = "
+                             f"{token_wise_tokens} (token-wise coupling uses the first "
+                             f"{token_wise_prompts} prompt(s)); lengthen it or lower token_wise.tokens")
+
+
+def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), metrics=METRICS, token=-1, layer_pairs=(),
+                        token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, window=11,
+                        chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
+    """Every coupling and regularity measurement of one checkpoint.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        Eval mode, eager attention recommended (see :func:`last_token_jacobians`).
+    token_ids : sequence of P sequences of int
+        Checked with :func:`check_prompts`.
+    prompt_ids : sequence of P str, optional
+        Named in errors (default: the prompts' indices).
+    Ks : sequence of int
+        Subspace sizes of the coupling matrices (each <= d).
+    metrics : sequence of str
+        :data:`crosslayer.coupling.measure.METRICS`.
+    token : int
+        Depth-wise token, a Python index into each prompt.
+    layer_pairs : sequence of (l, l')
+        Token-wise layer pairs.
+    token_wise_prompts, token_wise_tokens : int
+        Token-wise coupling on the first tokens of the first prompts.
+    pca_prompts : int
+        Prompts whose 2-D trajectory PCA is kept.
+    window : int
+        Width of the windowed regularity statistics.
+    chunk_bytes, hold_bytes : int
+        Working memory of one batch of cotangents; Jacobians held instead of recomputed.
+    progress : callable, optional
+        Wraps the prompt iterator.
+
+    Returns
+    -------
+    result : dict of ndarray
+        ``depthwise`` (P, n_metrics, n_K, L, L), ``singular_values`` (P, L, max K),
+        ``abs_coupling`` (L, L, min K, min K) mean ``|A|`` over prompts; per token of every
+        prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``lss_windowed``,
+        ``ed_windowed``, ``norms`` (L + 1, N); ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
+        and ``pca_explained`` (pca_prompts, 2); token-wise, stacked over prompts and layer pairs
+        ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
+        ``tw_fixed_output`` (n_pairs, P_tw, n_metrics, n_K, T, T, T), and the first prompt's
+        ``tw_abs_self``, ``tw_abs_fixed_input``, ``tw_abs_fixed_output`` (n_pairs, T, T, k, k).
+    """
+    Ks = sorted(set(int(k) for k in Ks))
+    wrap = progress or (lambda it: it)
+    n_layers, d = len(adapter_for(model).blocks(model)), model.get_input_embeddings().embedding_dim
+    if Ks[-1] > d:  # known sizes are checked with the config; hub models' here, before compute
+        raise ValueError(f"coupling.Ks: {Ks} must not exceed d_model = {d}")
+    if token_wise_prompts and any(not 0 <= layer < n_layers for pair in layer_pairs for layer in pair):
+        raise ValueError(f"coupling.token_wise.layer_pairs: {[list(p) for p in layer_pairs]} must be layers below "
+                         f"{n_layers}")
+    depthwise, singular, abs_sum = [], [], 0.0
+    token_prompt, lss, ed, lss_w, ed_w, norms, pca, explained = [], [], [], [], [], [], [], []
+    prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)
+    for p, ids in enumerate(wrap(token_ids)):
+        ids = list(ids)
+        try:
+            result = depthwise_miscoupling(_jacobian_fn(model, ids[: (token % len(ids)) + 1], n_layers * d * d * 4,
+                                                        chunk_bytes, hold_bytes), n_layers, Ks, metrics=metrics)
+            traj = record_trajectories(model, ids)  # (L + 1, T, d)
+        except ValueError as err:  # a non-finite Jacobian or state names layer and tokens; add the prompt
+            raise ValueError(f"prompt {prompt_ids[p]!r}: {err}") from err
+        depthwise.append(result["miscoupling"].astype(np.float32))
+        singular.append(result["singular_values"].astype(np.float32))
+        abs_sum = abs_sum + result["abs_coupling"][..., : Ks[0], : Ks[0]]
+        token_prompt.append(np.full(len(ids), p))
+        lss.append(line_shape_score(traj))
+        ed.append(expodistance(traj))
+        lss_w.append(windowed(line_shape_score, traj, width=window))
+        ed_w.append(windowed(expodistance, traj, width=window))
+        norms.append(np.linalg.norm(traj, axis=-1))
+        if p < pca_prompts:
+            coords, ratio = trajectory_pca(traj)
+            pca.append(coords)
+            explained.append(ratio)
+    T_max = max((c.shape[1] for c in pca), default=0)
+    out = {
+        "depthwise": np.stack(depthwise),
+        "singular_values": np.stack(singular),
+        "abs_coupling": (abs_sum / len(token_ids)).astype(np.float32),
+        "token_prompt": np.concatenate(token_prompt),
+        "lss": np.concatenate(lss),
+        "ed": np.concatenate(ed),
+        "lss_windowed": np.concatenate(lss_w, axis=1),
+        "ed_windowed": np.concatenate(ed_w, axis=1),
+        "norms": np.concatenate(norms, axis=1),
+        "pca": np.stack([np.pad(c, ((0, 0), (0, T_max - c.shape[1]), (0, 0)), constant_values=np.nan)
+                         for c in pca]) if pca else np.zeros((0, 0, 0, 2)),
+        "pca_explained": np.array(explained).reshape(-1, 2),
+    }
+    if layer_pairs and token_wise_prompts:
+        out.update(_token_wise(model, token_ids[:token_wise_prompts], prompt_ids, layer_pairs, token_wise_tokens, Ks,
+                               metrics, chunk_bytes, hold_bytes))
+    return out
+
+
+def _jacobian_fn(model, ids, nbytes, chunk_bytes, hold_bytes):
+    """``layer -> J^l_{TT}`` of a prompt cut after its depth-wise token (causal: J_tt depends on
+    tokens <= t only): all layers in one pass when their `nbytes` fit in `hold_bytes`, else one
+    layer per call (each call reruns the prompt's forward pass)."""
+    if nbytes <= hold_bytes:
+        return dict(last_token_jacobians(model, ids, chunk_bytes=chunk_bytes)).__getitem__
+    return lambda layer: next(last_token_jacobians(model, ids, layers=[layer], chunk_bytes=chunk_bytes))[1]
+
+
+def _token_wise(model, token_ids, prompt_ids, layer_pairs, n_tokens, Ks, metrics, chunk_bytes, hold_bytes):
+    per_pair = []
+    for l, lp in layer_pairs:
+        per_prompt = []
+        for pid, ids in zip(prompt_ids, token_ids):
+            ids = list(ids)[:n_tokens]
+
+            def sweep(layer, ids=ids):
+                return lambda: token_jacobians(model, ids, layer, chunk_bytes=chunk_bytes)
+
+            source = sweep(l)
+            try:
+                per_prompt.append(tokenwise_miscoupling(source, source if l == lp else sweep(lp), n_tokens, Ks,
+                                                        metrics=metrics, hold_bytes=hold_bytes))
+            except ValueError as err:
+                raise ValueError(f"prompt {pid!r}, token-wise layers ({l}, {lp}): {err}") from err
+        per_pair.append(per_prompt)
+    out = {f"tw_{name}": np.stack([np.stack([r[name] for r in rows]) for rows in per_pair]).astype(np.float32)
+           for name in ("self", "fixed_input", "fixed_output")}
+    out.update({f"tw_{name}": np.stack([rows[0][name] for rows in per_pair])
+                for name in ("abs_self", "abs_fixed_input", "abs_fixed_output")})
+    return out

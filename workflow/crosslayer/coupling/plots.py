@@ -1,0 +1,107 @@
+"""Figures of paper 002 (block coupling). Each ``plot_*`` draws into a given Axes, does no I/O and returns
+the main artist; the workflow scripts build the figures and save them.
+"""
+
+import numpy as np
+
+from crosslayer.plotting import pick_steps
+
+__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trajectories_2d"]
+
+
+def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
+    """A grid of small matrices (e.g. ``|A|`` coupling matrices per layer or token pair), one
+    block per cell with a one-pixel gap, as in the paper's Figs 3, 4, 18 and 19.
+
+    Parameters
+    ----------
+    blocks : (n_rows, n_cols, k, k) array_like
+        Cells that do not exist (e.g. ``t1 > t2``) are NaN or all zero and drawn blank.
+    vmax : float, optional
+        Colour limit (default: the 99th percentile of the drawn values).
+    labels : (row labels, column labels), optional
+        Default: the cell indices.
+
+    Returns
+    -------
+    matplotlib.image.AxesImage
+    """
+    blocks = np.asarray(blocks, dtype=float)
+    n, m, k, _ = blocks.shape
+    blank = ~np.isfinite(blocks).any(axis=(2, 3)) | (np.nan_to_num(blocks) == 0).all(axis=(2, 3))
+    canvas = np.full((n * (k + 1) - 1, m * (k + 1) - 1), np.nan)
+    for i in range(n):
+        for j in range(m):
+            if not blank[i, j]:
+                canvas[i * (k + 1) : i * (k + 1) + k, j * (k + 1) : j * (k + 1) + k] = blocks[i, j]
+    finite = canvas[np.isfinite(canvas)]
+    vmax = vmax if vmax is not None else (np.quantile(finite, 0.99) if finite.size else 1.0)
+    image = ax.imshow(canvas, cmap=cmap, vmin=0.0, vmax=vmax, interpolation="nearest")
+    rows, cols = labels if labels is not None else (range(n), range(m))
+    centres = lambda count: [c * (k + 1) + (k - 1) / 2 for c in range(count)]  # noqa: E731
+    ax.set_yticks(centres(n), [str(r) for r in rows])
+    ax.set_xticks(centres(m), [str(c) for c in cols])
+    ax.tick_params(length=0, labelsize="x-small")
+    return image
+
+
+def plot_coupling_graph(ax, coupling, *, vmin, vmax, cmap="viridis"):
+    """Layers as nodes on a circle (layer 0 at the top, clockwise), every pair joined by an edge
+    whose width and opacity grow with their coupling (paper Fig. 1c-e).
+
+    Parameters
+    ----------
+    coupling : (L, L) array_like
+        Coupling of layer l on layer l''s basis (not symmetric); an edge shows the mean of both
+        directions. The diagonal is ignored.
+    vmin, vmax : float
+        Coupling drawn as no edge and as the strongest edge (share them between panels).
+
+    Returns
+    -------
+    matplotlib.collections.LineCollection
+        One segment per pair ``l < l'``, in row-major order.
+    """
+    from matplotlib.collections import LineCollection
+
+    M = np.asarray(coupling, dtype=float)
+    L = M.shape[0]
+    angle = np.pi / 2 - 2 * np.pi * np.arange(L) / L
+    xy = np.stack([np.cos(angle), np.sin(angle)], 1)
+    i, j = np.triu_indices(L, 1)
+    strength = np.clip((0.5 * (M[i, j] + M[j, i]) - vmin) / max(vmax - vmin, 1e-12), 0, 1)
+    strength = np.nan_to_num(strength)
+    colors = np.zeros((len(i), 4))
+    colors[:, 3] = 0.05 + 0.9 * strength
+    edges = LineCollection(np.stack([xy[i], xy[j]], 1), colors=colors, linewidths=0.3 + 3.5 * strength, zorder=1)
+    ax.add_collection(edges)
+    ax.scatter(*xy.T, c=np.arange(L), cmap=cmap, s=max(12, 220 / max(L, 1) ** 0.5), zorder=2, edgecolors="white")
+    for layer in pick_steps(range(L), 8):  # a few labels; every layer on small models
+        ax.annotate(str(layer), 1.13 * xy[layer], ha="center", va="center", fontsize="x-small")
+    ax.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
+    ax.set_axis_off()
+    return edges
+
+
+def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
+    """Token trajectories projected on two principal components: one grey line per token through
+    its states, the states coloured by depth (paper Fig. 12).
+
+    Parameters
+    ----------
+    coords : (L + 1, T, 2) array_like
+        NaN-padded tokens are skipped.
+
+    Returns
+    -------
+    matplotlib.collections.PathCollection
+    """
+    coords = np.asarray(coords, dtype=float)
+    depth = np.broadcast_to(np.arange(coords.shape[0])[:, None], coords.shape[:2])
+    ok = np.isfinite(coords).all(axis=-1)
+    for t in range(coords.shape[1]):
+        if ok[:, t].all():
+            ax.plot(coords[:, t, 0], coords[:, t, 1], color="0.7", lw=0.6, zorder=1)
+    points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2)
+    ax.set(xlabel="PC 1", ylabel="PC 2")
+    return points

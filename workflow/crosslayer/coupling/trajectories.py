@@ -1,0 +1,164 @@
+"""Token trajectories through the residual stream and their regularity (paper 002).
+
+A prompt of ``T`` tokens through ``L`` blocks gives, per token, the trajectory ``x^0 .. x^L``:
+``x^l`` is the input of block ``l`` (``x^0`` the embeddings as the first block sees them) and
+``x^L`` the last block's output *before* the final norm, all from hooks on the blocks themselves
+(``output_hidden_states[-1]`` is after the final norm).
+
+Regularity of one trajectory:
+
+* line-shape score ``LSS = L / ||x~^L - x~^0||`` with ``x~^0 = x^0`` and
+  ``x~^l = x~^{l-1} + (x^l - x^{l-1}) / ||x^l - x^{l-1}||``: 1 for collinear steps in one
+  direction, larger otherwise;
+* expodistance ``ED = Var_l(alpha) / Mean_l(alpha)^2`` with ``alpha_l = ln(||x^l|| / ||x^{l-1}||)``
+  and the *population* variance (ddof = 0): 0 for exact geometric growth of the norm. (The paper
+  calls it a coefficient of variation; it is the square of one.)
+
+Windowed versions take the sub-trajectory of ``width`` states centred at each depth (paper: 11);
+depths whose window does not fit are NaN.
+"""
+
+import numpy as np
+import torch
+
+from crosslayer.models.adapters import adapter_for
+
+__all__ = ["expodistance", "line_shape_score", "record_trajectories", "trajectory_pca", "windowed"]
+
+
+def record_trajectories(model, input_ids):
+    """``x^0 .. x^L`` of every token of one sequence.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+        A family :func:`crosslayer.models.adapters.adapter_for` supports.
+    input_ids : (T,) sequence of int
+
+    Returns
+    -------
+    (L + 1, T, d) float32 ndarray
+
+    Raises
+    ------
+    ValueError
+        A non-finite state (names depth and token).
+    """
+    blocks = adapter_for(model).blocks(model)
+    states = [None] * (len(blocks) + 1)
+
+    def before(layer):
+        def hook(module, args, kwargs):
+            states[layer] = (args[0] if args else kwargs["hidden_states"])[0].detach().float().cpu()
+        return hook
+
+    def after(module, args, output):
+        states[-1] = (output[0] if isinstance(output, tuple) else output)[0].detach().float().cpu()
+
+    handles = [b.register_forward_pre_hook(before(l), with_kwargs=True) for l, b in enumerate(blocks)]
+    handles.append(blocks[-1].register_forward_hook(after))
+    device = next(model.parameters()).device
+    try:
+        with torch.no_grad():
+            model.base_model(input_ids=torch.as_tensor(list(input_ids), device=device)[None], use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    traj = torch.stack(states).numpy()
+    bad = ~np.isfinite(traj).all(axis=-1)
+    if bad.any():
+        depth, token = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"non-finite residual stream at depth {depth} (input of block {depth}), token {token}")
+    return traj
+
+
+def _as_traj(traj):
+    traj = np.asarray(traj, dtype=np.float64)
+    if traj.ndim < 2 or traj.shape[0] < 2:
+        raise ValueError(f"`traj` must be (n_states >= 2, ..., d), got shape {traj.shape}")
+    return traj
+
+
+def line_shape_score(traj):
+    """Line-shape score of trajectories.
+
+    Parameters
+    ----------
+    traj : (n, ..., d) array_like
+        States along depth first; any batch axes (e.g. tokens) in between.
+
+    Returns
+    -------
+    ndarray of shape ``traj.shape[1:-1]``
+        ``>= 1``; NaN where a step has zero length.
+    """
+    traj = _as_traj(traj)
+    steps = np.diff(traj, axis=0)
+    lengths = np.linalg.norm(steps, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = np.where(lengths > 0, steps / lengths, np.nan)
+        return (traj.shape[0] - 1) / np.linalg.norm(unit.sum(axis=0), axis=-1)
+
+
+def expodistance(traj):
+    """Expodistance ``Var(alpha) / Mean(alpha)^2`` (population variance) of trajectories.
+
+    Parameters
+    ----------
+    traj : (n, ..., d) array_like, n >= 3
+
+    Returns
+    -------
+    ndarray of shape ``traj.shape[1:-1]``
+        ``>= 0``; 0 for exact geometric growth; NaN for a zero state or a zero mean rate.
+    """
+    traj = _as_traj(traj)
+    if traj.shape[0] < 3:
+        raise ValueError(f"expodistance needs at least 3 states (2 rates), got {traj.shape[0]}")
+    norms = np.linalg.norm(traj, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        alpha = np.diff(np.log(norms), axis=0)
+        return alpha.var(axis=0) / alpha.mean(axis=0) ** 2
+
+
+def windowed(statistic, traj, *, width=11):
+    """A trajectory statistic on the window of ``width`` states centred at each depth.
+
+    Returns
+    -------
+    ndarray of shape ``(n, *traj.shape[1:-1])``
+        Row ``l`` is the statistic of states ``l - width // 2 .. l + width // 2``; NaN where the
+        window does not fit.
+    """
+    traj = _as_traj(traj)
+    if width < 3 or width % 2 == 0:
+        raise ValueError(f"width must be an odd number >= 3, got {width}")
+    half = width // 2
+    out = np.full((traj.shape[0], *traj.shape[1:-1]), np.nan)
+    for centre in range(half, traj.shape[0] - half):
+        out[centre] = statistic(traj[centre - half : centre + half + 1])
+    return out
+
+
+def trajectory_pca(traj, *, n_components=2):
+    """Project every state of a prompt on the top principal components of all of them.
+
+    Parameters
+    ----------
+    traj : (n, T, d) array_like
+        One prompt's trajectories; the PCA is fit on all ``n * T`` states (centred).
+
+    Returns
+    -------
+    coords : (n, T, n_components) ndarray
+    explained : (n_components,) ndarray
+        Fraction of the total variance each component explains.
+    """
+    traj = _as_traj(traj)
+    if traj.ndim != 3:
+        raise ValueError(f"`traj` must be (n_states, T, d), got shape {traj.shape}")
+    X = traj.reshape(-1, traj.shape[-1])
+    X = X - X.mean(axis=0)
+    _, s, Vt = np.linalg.svd(X, full_matrices=False)
+    coords = (X @ Vt[:n_components].T).reshape(*traj.shape[:2], n_components)
+    return coords, s[:n_components] ** 2 / (s**2).sum()

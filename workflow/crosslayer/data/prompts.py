@@ -1,0 +1,101 @@
+"""The prompt set of the coupling stage (paper 002).
+
+Three sources, concatenated in this order, one file format for the later stages:
+
+* a prompt file: one prompt per line, ``#`` comments and blank lines skipped;
+* paragraphs of the offline training corpus (the embedded default);
+* test prompts of benchmark datasets loaded with ``datasets`` (the paper: ARC, GSM8K, HellaSwag,
+  MMLU, TruthfulQA, Winogrande; 200 each), the first ``n`` rows in dataset order.
+
+With ``cot`` every prompt also appears with the zero-shot chain-of-thought suffix
+(:data:`COT_SUFFIX`, the paper's comparison) as variant ``cot``. Each prompt is written as a JSON
+line ``{"id", "source", "variant", "text"}``; ids name where a prompt came from (``default.txt:12``
+is line 12 of that file), so an error about a prompt can be traced to it.
+"""
+
+import json
+from pathlib import Path
+
+from crosslayer.data.samples import corpus_paragraphs, dataset_texts
+
+__all__ = ["COT_SUFFIX", "collect_prompts", "file_prompts", "read_prompts", "write_prompts"]
+
+COT_SUFFIX = " Let's think step by step."
+
+
+def file_prompts(path):
+    """``[(id, text)]`` of a prompt file; ids are ``<file name>:<line number>``."""
+    path = Path(path)
+    rows = [(f"{path.name}:{n}", line.strip()) for n, line in
+            enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)]
+    rows = [(pid, text) for pid, text in rows if text and not text.startswith("#")]
+    if not rows:
+        raise ValueError(f"prompt file {path} holds no prompts (one per line; # starts a comment)")
+    return rows
+
+
+def _corpus_prompts(text_path, n, min_words):
+    paragraphs = [p for p in corpus_paragraphs(text_path) if len(p.split()) >= min_words][:n]
+    if len(paragraphs) < n:
+        raise ValueError(f"the corpus has only {len(paragraphs)} paragraphs of >= {min_words} words; "
+                         f"coupling.prompts.corpus_paragraphs asks for {n}")
+    return [(f"corpus:{i}", p.strip()) for i, p in enumerate(paragraphs)]
+
+
+def _dataset_prompts(spec):
+    texts = dataset_texts(spec["path"], name=spec.get("name"), split=spec["split"], revision=spec.get("revision"),
+                          field=spec["field"], cache_dir=spec.get("cache_dir"), key="coupling.prompts.datasets")[: spec["n"]]
+    label = spec.get("label") or spec["path"]
+    rows = []
+    for i, text in enumerate(texts):
+        text = (text or "").strip()
+        if not text:
+            raise ValueError(f"dataset {label!r} row {i} (field {spec['field']!r}) is an empty prompt; "
+                             "choose another field or split")
+        rows.append((f"{label}:{i}", text))
+    if len(rows) < spec["n"]:
+        raise ValueError(f"dataset {label!r} has {len(rows)} rows in split {spec['split']!r}, fewer than n = {spec['n']}")
+    return rows
+
+
+def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20, datasets=(), cot=False):
+    """The prompt set as rows ``{"id", "source", "variant", "text"}``.
+
+    Parameters
+    ----------
+    file : path, optional
+        A prompt file (:func:`file_prompts`).
+    corpus : path, optional
+        The corpus text file; its first `corpus_paragraphs` paragraphs of at least `min_words`
+        words are used.
+    datasets : sequence of dict
+        ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``revision`` and
+        ``cache_dir`` (arguments of :func:`crosslayer.data.samples.dataset_texts`).
+    cot : bool
+        Add every prompt again with :data:`COT_SUFFIX` (variant ``cot``; the others ``plain``).
+    """
+    sources = []
+    if file:
+        sources.append(("file", file_prompts(file)))
+    if corpus_paragraphs:
+        sources.append(("corpus", _corpus_prompts(corpus, corpus_paragraphs, min_words)))
+    for spec in datasets:
+        sources.append((spec.get("label") or spec["path"], _dataset_prompts(spec)))
+    rows = [{"id": pid, "source": source, "variant": "plain", "text": text}
+            for source, prompts in sources for pid, text in prompts]
+    if not rows:
+        raise ValueError("the prompt set is empty: set coupling.prompts.file, corpus_paragraphs or datasets")
+    if cot:
+        rows += [{**row, "id": row["id"] + "+cot", "variant": "cot", "text": row["text"] + COT_SUFFIX} for row in rows]
+    return rows
+
+
+def write_prompts(rows, path):
+    with open(path, "w", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def read_prompts(path):
+    """Rows written by :func:`write_prompts`."""
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]

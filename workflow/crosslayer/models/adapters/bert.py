@@ -1,0 +1,36 @@
+"""BERT (encoder).
+"""
+
+from crosslayer.models.adapters.base import FamilyAdapter, Geometry, _heads, _linear
+
+
+class BertAdapter(FamilyAdapter):
+    """BERT encoder blocks (post-norm, sequential)."""
+
+    model_type = "bert"
+    layer_key = "encoder.layer.{layer}"
+    causal = False
+    analyses = ("alignment", "continuity")
+    limits = "has no causal residual stream"
+
+    def _geometry(self, c):
+        nh, _, hd = _heads(c)
+        return Geometry("bert", c.num_hidden_layers, c.hidden_size, c.intermediate_size,
+                        nh, nh, hd, c.hidden_act, False, False)
+
+    def sources(self):
+        g = self.geometry
+        d, width = g.d_model, g.n_heads * g.head_dim
+        return {
+            "q": _linear("attention.self.query.weight", width, d),
+            "k": _linear("attention.self.key.weight", width, d),
+            "v": _linear("attention.self.value.weight", width, d),
+            "o": _linear("attention.output.dense.weight", d, width),
+            "up": _linear("intermediate.dense.weight", g.d_ff, d),
+            "down": _linear("output.dense.weight", d, g.d_ff),
+        }
+
+    def block_parts(self, block):
+        raise NotImplementedError(
+            "bert: single-token block Jacobians are not implemented for post-norm encoder blocks "
+            "(every supported decoder family has them)")

@@ -1,0 +1,132 @@
+"""Figure helpers shared by the papers' figures: step labels and axes, depth colours, the depth profile,
+the training loss, panel grids and saving. Each ``plot_*`` draws into a given Axes and returns the
+main artist; ``save_png_and_pdf`` is the one function that writes. Per paper: ``crosslayer.<paper>.plots``.
+"""
+
+import matplotlib as mpl
+import numpy as np
+
+__all__ = ["format_step", "set_step_axis", "plot_training_loss", "plot_depth_profile", "pick_steps", "step_grid", "save_png_and_pdf", "depth_colors"]
+
+
+def format_step(step):
+    """Compact step label: 512, 2k, 143k, 1.43M."""
+    for scale, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if step >= scale:
+            return f"{step / scale:.3g}{suffix}"
+    return str(step)
+
+
+def set_step_axis(ax, steps, *, max_ticks=12, min_ratio=1.75):
+    """Training steps on a log-like axis that still shows step 0 (symlog, linear below the first
+    positive step), ticked at the checkpoints themselves when there are few; a checkpoint within
+    a factor `min_ratio` of the next labelled one gets a tick without a label, so labels never
+    collide."""
+    steps = sorted(int(s) for s in steps)
+    positive = [s for s in steps if s > 0]
+    if positive:
+        ax.set_xscale("symlog", linthresh=min(positive), linscale=0.5)
+    ax.set_xlim(steps[0], steps[-1])
+    if len(steps) <= max_ticks:
+        labels, last = {}, None
+        for step in reversed(steps):  # from the final step back, so it is always labelled
+            if last is None or step == 0 or step * min_ratio <= last:
+                labels[step], last = format_step(step), step
+        ax.set_xticks(steps, [labels.get(step, "") for step in steps])
+        ax.minorticks_off()
+    ax.set_xlabel("training step")
+
+
+def depth_colors(n, cmap="coolwarm"):
+    """n colours from early (blue) to late (red) layers."""
+    return mpl.colormaps[cmap](np.linspace(0.0, 1.0, n))
+
+
+def plot_training_loss(ax, loss):
+    """Training (and held-out, when logged) loss against step.
+
+    Parameters
+    ----------
+    loss : pandas.DataFrame
+        Columns ``step`` and ``loss``; ``eval_loss`` is drawn where present.
+
+    Returns
+    -------
+    line : matplotlib.lines.Line2D
+        The training-loss line.
+    """
+    (line,) = ax.plot(loss["step"], loss["loss"], lw=1, label="train")
+    if "eval_loss" in loss:
+        held_out = loss.dropna(subset=["eval_loss"])
+        ax.plot(held_out["step"], held_out["eval_loss"], marker="o", ms=4, lw=1.5, label="held-out")
+    ax.set(xlabel="training step", ylabel="cross-entropy [nats/token]")
+    ax.legend(frameon=False)
+    return line
+
+
+def _step_styles(steps, cmap="viridis"):
+    """Step 0 (the random-init null) dashed grey, later steps from dark (early) to light (late)."""
+    trained = [s for s in steps if s > 0]
+    colors = dict(zip(trained, mpl.colormaps[cmap](np.linspace(0.15, 0.85, max(len(trained), 1)))))
+    return {s: dict(color="0.5", ls="--") if s == 0 else dict(color=colors[s]) for s in steps}
+
+def plot_depth_profile(ax, profiles, column, *, cmap="viridis"):
+    """One line per checkpoint of a per-layer statistic against depth; step 0 (the random-init
+    null) dashed grey, later steps coloured from early (dark) to late (light).
+
+    Parameters
+    ----------
+    profiles : dict of int -> pandas.DataFrame
+        Step -> per-layer table (index = layer) holding `column`.
+    column : str
+
+    Returns
+    -------
+    lines : list of matplotlib.lines.Line2D
+        In step order.
+    """
+    lines = []
+    for step, style in _step_styles(sorted(profiles), cmap).items():
+        table = profiles[step]
+        (line,) = ax.plot(table.index, table[column], marker="o", ms=3, lw=1.2, label=f"step {format_step(step)}", **style)
+        lines.append(line)
+    ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("layer")
+    return lines
+
+
+def pick_steps(steps, n=4):
+    """At most `n` of the sorted `steps`, evenly spread, always the first and the last."""
+    steps = sorted(steps)
+    if len(steps) <= n:
+        return steps
+    return [steps[i] for i in sorted(set(np.linspace(0, len(steps) - 1, n).round().astype(int)))]
+
+
+def step_grid(n, *, ncols=4, size=(3.6, 3.2)):
+    """A figure with one panel per checkpoint, row-major, shared y axis; unused panels hidden.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : list of matplotlib.axes.Axes
+        The first `n` panels.
+    """
+    import matplotlib.pyplot as plt
+
+    ncols = min(ncols, n)
+    nrows = -(-n // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), layout="constrained",
+                             sharey=True, squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+def save_png_and_pdf(fig, png, *, dpi):
+    """Write `fig` to `png` and, as vector graphics, beside it with the suffix .pdf; close it."""
+    import matplotlib.pyplot as plt
+
+    fig.savefig(png, dpi=dpi)
+    fig.savefig(str(png).removesuffix(".png") + ".pdf")
+    plt.close(fig)

@@ -1,0 +1,2 @@
+"""Statistics: permutation tests, activation-correlation graphs, communities.
+"""
