@@ -47,7 +47,8 @@ from bench.topology import bench_permutation, bench_topology
 from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd, bench_toy
 
 
-def main(argv=None):
+def _parser():
+    """The command line: one subcommand per benchmark, with its sizes."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="what")
@@ -108,7 +109,11 @@ def main(argv=None):
     perm.add_argument("--n-permutations", type=int, default=5000)
     perm.add_argument("--repeat", type=int, default=3)
     perm.add_argument("--communities", type=int, default=32)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
     if args.what in (None, "svd"):
         bench_svd(**({} if args.what is None else {"dims": args.dims, "k": args.k, "threads": args.threads}))
     if args.what in (None, "memory"):

@@ -45,13 +45,12 @@ def bench_jacobian(dims=(256, 512, 1024), samples=64, styles=("llama", "gpt_neox
     ours (closed form, batched); ratios vs the paper; ours as a fraction of measured GEMM FLOP/s."""
     import torch
 
+    from crosslayer.jacobians.autograd import block_jacobians_autograd, single_token_block_fn
     from crosslayer.jacobians.closed_form import (
         DEFAULT_CHUNK_BYTES,
         _bytes_per_sample,
         block_jacobians,
-        block_jacobians_autograd,
         closed_form_flops,
-        single_token_block_fn,
     )
     from crosslayer.linalg.conditioning import per_sample_stats_pair
     from crosslayer.models.adapters import adapter_for
@@ -206,8 +205,6 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
     from crosslayer.dynamics.topology import checkpoint_communities, layer_statistics, snapshot_graphs
     from crosslayer.jacobians.closed_form import block_jacobians
     from crosslayer.linalg.conditioning import per_sample_stats_pair
-    from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, _SchurProduct, _torch_of, _triangle_svd
-    from crosslayer.linalg.schur import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
     from crosslayer.models.adapters import adapter_for
     from crosslayer.models.residual import record_residual_stream
     from crosslayer.stats.communities import METHODS
@@ -263,25 +260,7 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
         t, _ = _timed(lambda: spectral_profile(Js, rank=min(256, d_model), draws=1000), 1)
         add("spectra", f"{layers} mean Jacobians, rank 256, 1000 baseline draws", t, layers, full_layers)
     if "schur" in stages:
-        # composed from its parts (one of each): at d = 4096 a whole layer takes ~30 min on 2 cores
-        draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
-        fast = d_model >= TORCH_MIN_WIDTH
-        t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
-        t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
-        T = _schur_triangle(D, N, 0.5)
-        Q, T = (_torch_of(Q), _torch_of(T)) if fast else (Q, T)
-        product = _SchurProduct(rank, fast)
-        t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
-        t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product
-        t_push, _ = _timed(lambda: product.push(C, T), 1)  # every other: two r x d x d products, r x d svdvals
-        modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws and their basis changes are shared
-        add("schur", f"per layer, {modes} modes: {modes} Schur forms x {t_schur:.1f} s + {draws} Haar draws x "
-            f"{t_haar:.1f} s + {modes + draws} basis changes x {t_basis:.2f} s + {modes * runs} product updates x "
-            f"{t_push:.2f} s", modes * (t_schur + runs * t_push) + draws * t_haar + (modes + draws) * t_basis, 1,
-            full_layers)
-        starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
-        add("schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
-            len(SCHUR_MODES))
+        _scale_schur(Js, d_model, rng, add, full_layers)
     memberships = None
     if {"topology", "statistics"} & set(stages):
         snapshot = _factor_snapshot(full_samples, d_model, rng)[:, None, :]
@@ -296,6 +275,39 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
                                                np.repeat(participation[0], 2, axis=0)), 1)
         add("statistics", "one layer: mesoscale test (100 random partitions) + boundary coupling (5000 permutations)",
             t, 1, full_layers)
+    _print_scale_table(rows, checkpoints, device)
+
+
+def _scale_schur(Js, d_model, rng, add, full_layers):
+    """Schur surgery at scale, composed from its parts (one of each): at d = 4096 a whole layer
+    takes about 30 min on 2 cores."""
+    from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, _SchurProduct, _torch_of, _triangle_svd
+    from crosslayer.linalg.schur import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
+
+    draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
+    fast = d_model >= TORCH_MIN_WIDTH
+    t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
+    t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
+    T = _schur_triangle(D, N, 0.5)
+    Q, T = (_torch_of(Q), _torch_of(T)) if fast else (Q, T)
+    product = _SchurProduct(rank, fast)
+    t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
+    t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product
+    t_push, _ = _timed(lambda: product.push(C, T), 1)  # every other: two r x d x d products, r x d svdvals
+    modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws and their basis changes are shared
+    add("schur", f"per layer, {modes} modes: {modes} Schur forms x {t_schur:.1f} s + {draws} Haar draws x "
+        f"{t_haar:.1f} s + {modes + draws} basis changes x {t_basis:.2f} s + {modes * runs} product updates x "
+        f"{t_push:.2f} s", modes * (t_schur + runs * t_push) + draws * t_haar + (modes + draws) * t_basis, 1,
+        full_layers)
+    starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
+    add("schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
+        len(SCHUR_MODES))
+
+
+def _print_scale_table(rows, checkpoints, device):
+    """The rehearsal's table: each stage's measured seconds, per unit, per checkpoint and over all."""
+    import torch
+
     print(f"\n{'stage':<17} {'measured s':>10} {'units':>5} {'s / unit':>9} {'per checkpoint':>15}"
           f" {'x ' + str(checkpoints) + ' ckpts':>12}  measured on")
     total = 0.0

@@ -4,7 +4,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from crosslayer.dynamics.checkpoint import STAT_NAMES, checkpoint_jacobian_stats
-from crosslayer.jacobians.closed_form import block_jacobians_autograd, single_token_block_fn
+from crosslayer.jacobians.autograd import block_jacobians_autograd, single_token_block_fn
 from crosslayer.linalg.conditioning import CONDITION_METHOD
 from crosslayer.models.residual import record_residual_stream
 

@@ -1,6 +1,6 @@
-"""The library's import graph has no cycle: a module imports only modules beneath it. Imports inside
-functions count too, which is how the last cycle (adapters -> token_jacobians -> jacobian ->
-adapters) hid."""
+"""The shape of the library: its import graph has no cycle (a module imports only modules beneath it;
+imports inside functions count too, which is how the last cycle, adapters -> token_jacobians ->
+jacobian -> adapters, hid), and no module or function outgrows what a reader can hold."""
 
 import ast
 from pathlib import Path
@@ -71,3 +71,32 @@ def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
     (package / "b.py").write_text("def f():\n    from crosslayer import c\n")
     (package / "c.py").write_text("from .a import g\n")
     assert find_cycle(import_graph(package)) == ["crosslayer.a", "crosslayer.b", "crosslayer.c", "crosslayer.a"]
+
+
+# -- sizes: a module a reader can hold, a function that fits a screen ---------------------------------
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 80  # code, not counting the docstring
+
+
+def function_lengths(path):
+    """``(name, code lines)`` of every function in `path`, its docstring left out."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body[1:] if ast.get_docstring(node) and len(node.body) > 1 else node.body
+            yield node.name, node.end_lineno - body[0].lineno + 1
+
+
+def test_modules_and_functions_stay_small():
+    sources = [*LIBRARY.rglob("*.py"), *(LIBRARY.parents[1] / "bench").rglob("*.py")]
+    assert len(sources) > 60
+    long_modules = {p.name: n for p in sources if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
+    long_functions = {f"{p.name}:{name}": n for p in sources for name, n in function_lengths(p) if n > MAX_FUNCTION_LINES}
+    assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
+    assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines of code: {long_functions}"
+
+
+def test_function_lengths_leave_out_the_docstring(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('def f():\n    """Doc\n\n    more.\n    """\n    a = 1\n    return a\n\n\ndef g():\n    return 2\n')
+    assert dict(function_lengths(path)) == {"f": 2, "g": 1}

@@ -4,13 +4,8 @@ import pytest
 import torch
 
 from crosslayer.jacobians import closed_form as jacobian
-from crosslayer.jacobians.closed_form import (
-    block_jacobians,
-    block_jacobians_autograd,
-    iter_block_jacobians,
-    mean_jacobian,
-    single_token_block_fn,
-)
+from crosslayer.jacobians.autograd import block_jacobians_autograd, single_token_block_fn
+from crosslayer.jacobians.closed_form import block_jacobians, iter_block_jacobians, mean_jacobian
 from crosslayer.models.adapters import adapter_for
 
 transformers = pytest.importorskip("transformers")

@@ -7,7 +7,7 @@ import torch
 from safetensors.torch import load_file
 
 from crosslayer.data import corpus
-from crosslayer.models.train import ARCHS, build_model, lr_at, mlp_weight_names, train_model
+from crosslayer.models.train import ARCHS, TrainConfig, build_model, lr_at, mlp_weight_names, train_model
 
 TINY = dict(d_model=32, n_layers=2, n_heads=2, d_ff=64, context=16)
 RUN = dict(
@@ -15,6 +15,12 @@ RUN = dict(
     seed=0, threads=1, log_every=1, progress=False,
 )
 VOCAB = 512
+
+
+def train(data, out_dir, *, threads=1, progress=False, **settings):
+    """One run on the shared corpus: the settings (RUN's and the test's) make the TrainConfig."""
+    return train_model(data["tokens"], data["tok_dir"], out_dir, TrainConfig(**settings), threads=threads,
+                       progress=progress)
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +39,7 @@ def runs(data, tmp_path_factory):
     out = {}
     for arch in ARCHS:
         out_dir = tmp_path_factory.mktemp(f"run_{arch}")
-        log = train_model(data["tokens"], data["tok_dir"], out_dir, arch=arch, **RUN)
+        log = train(data, out_dir, arch=arch, **RUN)
         out[arch] = (out_dir, log)
     return out
 
@@ -106,7 +112,7 @@ def test_step0_is_the_seeded_initialisation(runs, arch):
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_same_seed_same_weights(runs, data, tmp_path, arch):
-    log = train_model(data["tokens"], data["tok_dir"], tmp_path / "again", arch=arch, **RUN)
+    log = train(data, tmp_path / "again", arch=arch, **RUN)
     pd.testing.assert_frame_equal(log, runs[arch][1])
     assert (tmp_path / "again/loss.tsv").read_bytes() == (runs[arch][0] / "loss.tsv").read_bytes()
     first = load_file(runs[arch][0] / "step6" / "model.safetensors")
@@ -114,10 +120,7 @@ def test_same_seed_same_weights(runs, data, tmp_path, arch):
     assert first.keys() == second.keys()
     assert all(torch.equal(first[k], second[k]) for k in first)
 
-    other = train_model(
-        data["tokens"], data["tok_dir"], tmp_path / "other", arch=arch,
-        **{**RUN, "seed": 1, "save_steps": [6]},
-    )
+    other = train(data, tmp_path / "other", arch=arch, **{**RUN, "seed": 1, "save_steps": [6]})
     third = load_file(tmp_path / "other" / "step6" / "model.safetensors")
     assert not torch.equal(first[mlp_weight_names(arch, 0)[0]], third[mlp_weight_names(arch, 0)[0]])
     assert not (tmp_path / "other" / "step0").exists() and len(other) == 7
@@ -127,7 +130,7 @@ def test_same_seed_same_weights(runs, data, tmp_path, arch):
 def test_loss_decreases(data, tmp_path, arch):
     run = {**RUN, "context": 32, "batch_size": 8, "lr": 3e-3, "warmup_steps": 5,
            "save_steps": [0, 40], "log_every": 10}
-    log = train_model(data["tokens"], data["tok_dir"], tmp_path, arch=arch, **run)
+    log = train(data, tmp_path, arch=arch, **run)
     evals = log.dropna(subset=["eval_loss"]).set_index("step").eval_loss
     assert evals[40] < evals[0] - 0.5
     assert log.loss.iloc[-1] < log.loss.iloc[0] - 0.5
@@ -147,21 +150,21 @@ def test_unknown_arch(data, tmp_path):
     with pytest.raises(ValueError, match=r"unknown arch 'gpt2'; supported: gpt_neox, llama"):
         build_model("gpt2", vocab_size=VOCAB, seed=0, **TINY)
     with pytest.raises(ValueError, match=r"unknown arch 'gpt2'"):
-        train_model(data["tokens"], data["tok_dir"], tmp_path, **{**RUN, "arch": "gpt2"})
+        train(data, tmp_path, **{**RUN, "arch": "gpt2"})
 
 
 def test_bad_sizes_and_save_steps(data, tmp_path):
     with pytest.raises(ValueError, match="not divisible by n_heads"):
         build_model("llama", vocab_size=VOCAB, seed=0, **{**TINY, "n_heads": 3})
     with pytest.raises(ValueError, match="save_steps"):
-        train_model(data["tokens"], data["tok_dir"], tmp_path, arch="llama",
+        train(data, tmp_path, arch="llama",
                     **{**RUN, "save_steps": []})
     with pytest.raises(ValueError, match="save_steps"):
-        train_model(data["tokens"], data["tok_dir"], tmp_path, arch="llama",
+        train(data, tmp_path, arch="llama",
                     **{**RUN, "save_steps": [-1, 5]})
 
 
 def test_nan_loss_names_arch_and_step(data, tmp_path):
     with pytest.raises(FloatingPointError, match=r"gpt_neox: training loss is (nan|inf) at step 1\b"):
-        train_model(data["tokens"], data["tok_dir"], tmp_path, arch="gpt_neox",
+        train(data, tmp_path, arch="gpt_neox",
                     **{**RUN, "lr": 1e30})

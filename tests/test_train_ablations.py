@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_train import RUN, TINY, VOCAB, data  # noqa: F401  (the shared corpus fixture)
+from test_train import RUN, TINY, VOCAB, data, train  # noqa: F401  (the shared corpus fixture)
 
 from crosslayer.continuity.measure import continuity_checkpoint
 from crosslayer.errors import CheckpointError
 from crosslayer.models.loading import ABLATION_KEY, load_model
-from crosslayer.models.train import HIDDEN_ACT, build_model, train_model, training_outcome
+from crosslayer.models.train import HIDDEN_ACT, build_model, training_outcome
 
 HAND_ACT = {"silu": F.silu, "relu": torch.relu, "gelu": F.gelu, "none": lambda x: x}
 
@@ -79,7 +79,7 @@ def test_ablations_need_llama_and_known_activations():
 
 
 def _train(data, out_dir, **kw):  # noqa: F811
-    return train_model(data["tokens"], data["tok_dir"], out_dir, arch="llama", **{**RUN, "save_steps": [0, 3], **kw})
+    return train(data, out_dir, arch="llama", **{**RUN, "save_steps": [0, 3], **kw})
 
 
 def test_a_no_residual_checkpoint_is_refused_as_a_model_but_read_as_weights(data, tmp_path):  # noqa: F811

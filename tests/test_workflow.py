@@ -105,7 +105,7 @@ def test_overlaps_match_an_independent_recomputation_from_the_saved_model(tiny_r
 def test_mean_jacobians_match_autograd_of_the_saved_model(tiny_run, model):
     # Independent path: transformers builds the block, autograd differentiates it at the recorded
     # residual stream; the workflow used the closed form.
-    from crosslayer.jacobians.closed_form import block_jacobians_autograd, single_token_block_fn
+    from crosslayer.jacobians.autograd import block_jacobians_autograd, single_token_block_fn
 
     manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step16.json")
     live = AutoModelForCausalLM.from_pretrained(manifest["path"]).eval()

@@ -6,7 +6,10 @@ main artist; ``save_png_and_pdf`` is the one function that writes. Per paper: ``
 import matplotlib as mpl
 import numpy as np
 
-__all__ = ["format_step", "set_step_axis", "plot_training_loss", "plot_depth_profile", "pick_steps", "step_grid", "save_png_and_pdf", "depth_colors"]
+__all__ = [
+    "format_step", "set_step_axis", "plot_training_loss", "plot_depth_profile", "pick_steps", "step_grid",
+    "save_png_and_pdf", "depth_colors",
+]
 
 
 def format_step(step):

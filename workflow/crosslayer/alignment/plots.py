@@ -7,7 +7,10 @@ import numpy as np
 
 from crosslayer.plotting import depth_colors, format_step, set_step_axis
 
-__all__ = ["plot_random_baseline", "plot_adjacent_mean", "plot_boundary_heatmap", "plot_boundary_trajectories", "plot_overlap_matrix"]
+__all__ = [
+    "plot_random_baseline", "plot_adjacent_mean", "plot_boundary_heatmap", "plot_boundary_trajectories",
+    "plot_overlap_matrix",
+]
 
 SPACE_LABELS = {"left": "output space $U$", "right": "input space $V$", "cross": "$U_l$ vs $V_{l+1}$"}
 

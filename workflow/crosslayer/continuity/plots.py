@@ -7,7 +7,10 @@ import numpy as np
 
 from crosslayer.plotting import set_step_axis
 
-__all__ = ["CONTINUITY_SPACES", "projection_colors", "plot_continuity_bars", "plot_continuity_over_training", "plot_adjacent_cosines", "plot_trajectory_3d", "plot_runs_over_epochs", "plot_run_bars"]
+__all__ = [
+    "CONTINUITY_SPACES", "projection_colors", "plot_continuity_bars", "plot_continuity_over_training",
+    "plot_adjacent_cosines", "plot_trajectory_3d", "plot_runs_over_epochs", "plot_run_bars",
+]
 
 
 # --------------------------------------------------------------------------- continuity (paper 003)

@@ -9,13 +9,8 @@ import torch
 
 from crosslayer.data.samples import read_samples
 from crosslayer.errors import CheckpointError
-from crosslayer.jacobians.closed_form import (
-    AUTOGRAD_METHODS,
-    DEFAULT_CHUNK_BYTES,
-    iter_block_jacobians,
-    iter_block_jacobians_autograd,
-    single_token_block_fn,
-)
+from crosslayer.jacobians.autograd import AUTOGRAD_METHODS, iter_block_jacobians_autograd, single_token_block_fn
+from crosslayer.jacobians.closed_form import DEFAULT_CHUNK_BYTES, iter_block_jacobians
 from crosslayer.linalg.conditioning import (
     CONDITION_METHOD,
     CONDITION_PATHS,

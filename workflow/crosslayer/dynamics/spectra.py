@@ -22,7 +22,10 @@ from crosslayer.linalg.arrays import _check_square, _check_stack, _strip
 from crosslayer.linalg.effective_rank import cumulative_effective_rank
 from crosslayer.linalg.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
-__all__ = ["eigen_stats", "henrici_departure", "residual_norm_ratio", "layer_subspaces", "self_alignment", "alignment_profile", "spectral_profile"]
+__all__ = [
+    "eigen_stats", "henrici_departure", "residual_norm_ratio", "layer_subspaces", "self_alignment",
+    "alignment_profile", "spectral_profile",
+]
 
 
 # --------------------------------------------------------------------------- eigenvalues

@@ -35,7 +35,10 @@ from crosslayer.stats.permutation import (
     spearman_permutation,
 )
 
-__all__ = ["NULL_CHUNK_BYTES", "community_basis", "mesoscale_operator", "variance_captured", "mesoscale_top_singular", "random_partition_null", "mesoscale_test", "jacobian_column_norms", "boundary_coupling", "rate_level_coupling"]
+__all__ = [
+    "NULL_CHUNK_BYTES", "community_basis", "mesoscale_operator", "variance_captured", "mesoscale_top_singular",
+    "random_partition_null", "mesoscale_test", "jacobian_column_norms", "boundary_coupling", "rate_level_coupling",
+]
 
 NULL_CHUNK_BYTES = 32 * 2**20  # random partitions: wide GEMMs run faster
 

@@ -12,6 +12,8 @@ CUDA), in the precision their ``dtype`` keyword selects (default float64), and o
 results travel to the host. Everything else converts its input to float64 NumPy.
 
 The spectral geometry of the mean Jacobians (paper 004) builds on these: :mod:`crosslayer.dynamics.spectra`.
+
+The spectral geometry of the mean Jacobians (paper 004) builds on these: :mod:`crosslayer.dynamics.spectra`.
 """
 
 import logging
@@ -24,7 +26,10 @@ from crosslayer.linalg.arrays import _as_float, _check_stack, _is_tensor, _strip
 
 log = logging.getLogger(__name__)
 
-__all__ = ["warn_unreliable_conditions", "PER_SAMPLE_DTYPES", "frobenius_norm", "participation_ratio", "condition_number", "per_sample_stats", "per_sample_stats_pair"]
+__all__ = [
+    "warn_unreliable_conditions", "PER_SAMPLE_DTYPES", "frobenius_norm", "participation_ratio", "condition_number",
+    "per_sample_stats", "per_sample_stats_pair",
+]
 
 
 PER_SAMPLE_STATS = ("frobenius", "participation_ratio", "condition_number")  # per_sample_stats' statistics
@@ -150,11 +155,9 @@ def _torch_smin_inverse(J):
 
 
 # Widths at which SciPy's tridiagonal reduction (OpenBLAS) beats torch's eigvalsh (MKL) on the CPU
-# within the statistics (measured 2026-11-24 on 2 threads, reduction / eigvalsh): 0.06 / 0.13-0.18 s
-# at d = 1024, 0.19-0.24 / 0.33-0.78 at 1536, 0.51-0.56 / 0.42-0.59 at 2048, 2.1-2.5 / 1.0-1.4 at
-# 3072 and 7.9-8.3 / 2.4-2.5 at 4096 (past the cache, MKL's reduction is the better blocked one).
-# Below 512 the per-matrix calls, and OpenBLAS's threads alternating with torch's, cost more than
-# they save: the statistics at d = 128 took 3.6-4.3 ms per operator against 1.1-1.2 with eigvalsh.
+# within the statistics: measured on 2 threads, the reduction wins from d = 512 to about 1536 and
+# loses from 2048 (past the cache, MKL's reduction is the better blocked one); below 512 the
+# per-matrix calls, alternating with torch's threads, cost more than they save (docs/benchmarks.md).
 _REDUCTION_WIDTHS = (512, 2048)
 
 
@@ -433,8 +436,8 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     `dtype`; only the (B,) results come back, as float64 NumPy. float64 (the default) agrees with
     the NumPy path to rounding. float32 is much faster on GPUs (roughly 10x or more on GPUs with
     reduced-rate float64, e.g. consumer and workstation cards; less on data-center GPUs with
-    half-rate float64); on a CPU it is slower with condition numbers (about 2x at d = 1024, measured
-    2026-11-24: float32 keeps the full SVD) and faster only without them (the Gram product ~2.5x).
+    half-rate float64); on a CPU it is slower with condition numbers (about 2x at d = 1024: float32 keeps the full
+    SVD) and faster only without them (the Gram product about 2.5x).
     Its Frobenius norm and participation ratio are accurate to ~1e-6 relative (a-priori bounds
     ``d eps_32`` and ``4 d eps_32``); its condition number to about
     ``eps_32 * kappa`` relative (singular values carry an absolute error ~ ``eps_32 * s_max``),
@@ -499,9 +502,9 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
 
     Equal to two calls (``residual=False`` and ``True``). For a torch tensor in float64 each
     chunk is converted once and the Gram matrix of ``J - I`` comes from J's:
-    ``(J - I)^H (J - I) = J^H J - J - J^H + I``, O(d^2) instead of a second d^3 product (measured
-    2026-11-24 on 2 threads: 1.04-1.06x faster than two calls at d = 1024, where the eigenvalues
-    dominate, and 1.07-1.25x at d = 4096, where a float64 Gram product is 1.6-1.9 s).
+    ``(J - I)^H (J - I) = J^H J - J - J^H + I``, O(d^2) instead of a second d^3 product (on 2 CPU threads
+    1.04-1.06x faster than two calls at d = 1024, where the eigenvalues dominate, and 1.07-1.25x at
+    d = 4096).
 
     The derived matrix's rounding error scales as ``(||J|| + 1)^2`` rather than ``||J - I||^2``.
     The participation ratio accepts it while that loses at most a factor

@@ -19,7 +19,10 @@ from crosslayer.linalg.effective_rank import (
     effective_rank,
 )
 
-__all__ = ["DEFAULT_ALPHAS", "SCHUR_MODES", "schur_parts", "schur_recompose", "random_strict_upper", "haar_unitary", "schur_dose_response", "schur_dose_responses", "dose_response_table"]
+__all__ = [
+    "DEFAULT_ALPHAS", "SCHUR_MODES", "schur_parts", "schur_recompose", "random_strict_upper", "haar_unitary",
+    "schur_dose_response", "schur_dose_responses", "dose_response_table",
+]
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
 

@@ -27,6 +27,7 @@ import shutil
 import sys
 import time
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,7 @@ from crosslayer.malloc import retain_freed_memory
 from crosslayer.models.loading import ABLATION_KEY, check_tensors, drop_norms
 
 __all__ = [
+    "TrainConfig",
     "HIDDEN_ACT",
     "ARCHS",
     "build_model",
@@ -231,35 +233,71 @@ def _save_checkpoint(model, tokenizer, step_dir: Path):
     os.replace(tmp, step_dir)
 
 
-def train_model(
-    tokens_path,
-    tokenizer_dir,
-    out_dir,
-    *,
-    arch: str,
-    d_model: int,
-    n_layers: int,
-    n_heads: int,
-    d_ff: int,
-    context: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    warmup_steps: int,
-    save_steps: list[int],
-    seed: int,
-    threads: int,
-    log_every: int = 10,
-    grad_clip: float = 1.0,
-    eval_windows: int = 64,
-    n_kv_heads: int | None = None,
-    activation: str = "silu",
-    residual: bool = True,
-    norm: bool = True,
-    stop_on_divergence: bool = False,
-    device: str = "cpu",
-    progress: bool = True,
-) -> pd.DataFrame:
+@dataclass(frozen=True)
+class TrainConfig:
+    """The settings of one training run (the workflow's ``train`` block, a model's overrides, or an
+    ablation's), checked when made.
+
+    Attributes
+    ----------
+    arch, d_model, n_layers, n_heads, d_ff, context, n_kv_heads, activation, residual, norm
+        The model, see :func:`build_model`.
+    batch_size : int
+        Windows of ``context + 1`` tokens per update.
+    lr, weight_decay, warmup_steps : float, float, int
+        AdamW peak learning rate, decoupled weight decay (matrices only) and linear
+        warmup length; after warmup the rate decays by a cosine to 10 % of ``lr`` at
+        ``max(save_steps)``, the number of updates.
+    save_steps : list of int
+        Updates after which to save; 0 saves the initialisation.
+    seed : int
+        Seeds the initialisation and the window sampler.
+    log_every : int
+        Log the training loss every this many updates (and at every save step).
+    grad_clip : float
+        Clip the global gradient norm to this (``0`` disables).
+    eval_windows : int
+        Number of fixed non-overlapping held-out windows for ``eval_loss``.
+    device : {"cpu", "cuda"}
+        Where the model trains (float32); the batch sampler stays on the CPU, so the token
+        stream is the same on both.
+    stop_on_divergence : bool
+        A non-finite training loss ends the run (its row is the log's last, no later checkpoint
+        is saved) instead of raising: a failure control whose divergence is the result.
+    """
+
+    arch: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int
+    context: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    warmup_steps: int
+    save_steps: tuple
+    seed: int
+    log_every: int = 10
+    grad_clip: float = 1.0
+    eval_windows: int = 64
+    n_kv_heads: int | None = None
+    activation: str = "silu"
+    residual: bool = True
+    norm: bool = True
+    stop_on_divergence: bool = False
+    device: str = "cpu"
+
+    def __post_init__(self):
+        _check_arch(self.arch)
+        saves = sorted(set(int(s) for s in self.save_steps))
+        if not saves or saves[0] < 0:
+            raise ValueError(f"save_steps must be a non-empty list of steps >= 0, got {self.save_steps}")
+        object.__setattr__(self, "save_steps", tuple(saves))  # sorted, distinct
+
+
+def train_model(tokens_path, tokenizer_dir, out_dir, config: TrainConfig, *, threads: int,
+                progress: bool = True) -> pd.DataFrame:
     """Train a tiny causal LM and save checkpoints at the given steps.
 
     Parameters
@@ -273,33 +311,11 @@ def train_model(
     out_dir : path-like
         Receives ``step{N}/`` for every N in ``save_steps``, ``loss.tsv`` and
         ``train_args.json``.
-    arch, d_model, n_layers, n_heads, d_ff, context, n_kv_heads, activation, residual, norm
-        Model, see :func:`build_model`.
-    batch_size : int
-        Windows of ``context + 1`` tokens per update.
-    lr, weight_decay, warmup_steps : float, float, int
-        AdamW peak learning rate, decoupled weight decay (matrices only) and linear
-        warmup length; after warmup the rate decays by a cosine to 10 % of ``lr`` at
-        ``max(save_steps)``, the number of updates.
-    save_steps : list of int
-        Updates after which to save; 0 saves the initialisation.
-    seed : int
-        Seeds the initialisation and the window sampler.
+    config : TrainConfig
+        The run's settings.
     threads : int
         ``torch.set_num_threads``; use 1 per process when several run side by side,
         oversubscribed cores make training several times slower.
-    log_every : int
-        Log the training loss every this many updates (and at every save step).
-    grad_clip : float
-        Clip the global gradient norm to this (``0`` disables).
-    eval_windows : int
-        Number of fixed non-overlapping held-out windows for ``eval_loss``.
-    device : {"cpu", "cuda"}
-        Where the model trains (float32); the batch sampler stays on the CPU, so the token
-        stream is the same on both.
-    stop_on_divergence : bool
-        A non-finite training loss ends the run (its row is the log's last, no later checkpoint
-        is saved) instead of raising: a failure control whose divergence is the result.
     progress : bool
         Show a tqdm progress bar on stderr.
 
@@ -315,24 +331,48 @@ def train_model(
     Raises
     ------
     ValueError
-        For an unknown arch, empty or negative ``save_steps`` or too few tokens.
+        For too few tokens, or tokens of another tokenizer.
     FloatingPointError
         If the training loss becomes NaN or infinite (names arch and step), unless
-        ``stop_on_divergence``.
+        ``config.stop_on_divergence``.
     """
-    from tqdm.auto import tqdm
     from transformers import AutoTokenizer
 
-    _check_arch(arch)
-    check_device(device, "train.device")  # top-level, a model's or the ablations' own
+    c = config
+    check_device(c.device, "train.device")  # top-level, a model's or the ablations' own
     torch.set_num_threads(threads)
     retain_freed_memory()  # 15-40% faster steps on 2 cores
-    saves = sorted(set(int(s) for s in save_steps))
-    if not saves or saves[0] < 0:
-        raise ValueError(f"save_steps must be a non-empty list of steps >= 0, got {save_steps}")
-    max_steps = saves[-1]
     started = time.perf_counter()
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    train_tokens, eval_tokens = _split_tokens(tokens_path, tokenizer_dir, len(tokenizer), c.context)
+    n_windows = min(c.eval_windows, len(eval_tokens) // (c.context + 1))
+    eval_batch = eval_tokens[: n_windows * (c.context + 1)].view(n_windows, c.context + 1).to(c.device)
+    model = build_model(
+        c.arch, vocab_size=len(tokenizer), d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads, d_ff=c.d_ff,
+        context=c.context, seed=c.seed, n_kv_heads=c.n_kv_heads, activation=c.activation, residual=c.residual,
+        norm=c.norm,
+        # No pad_token_id: it would zero that embedding row, and training never pads.
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    ).to(c.device)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train_args.json").write_text(json.dumps(dict(
+        arch=c.arch, d_model=c.d_model, n_layers=c.n_layers, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_ff=c.d_ff,
+        context=c.context, vocab_size=len(tokenizer), activation=c.activation, residual=c.residual, norm=c.norm,
+        device=c.device, batch_size=c.batch_size, lr=c.lr, weight_decay=c.weight_decay,
+        warmup_steps=c.warmup_steps, save_steps=list(c.save_steps), seed=c.seed, threads=threads,
+        grad_clip=c.grad_clip, eval_windows=n_windows, n_train_tokens=len(train_tokens),
+        n_eval_tokens=len(eval_tokens),
+    ), indent=2) + "\n")
+    rows, step = _train_loop(model, tokenizer, c, train_tokens, eval_batch, out_dir, progress)
+    logging.getLogger(__name__).info("%s: %d steps in %.1f s", c.arch, step, time.perf_counter() - started)
+    log = pd.DataFrame(rows, columns=LOSS_COLUMNS)
+    log.to_csv(out_dir / "loss.tsv", sep="\t", index=False, float_format="%.6g")
+    return log
 
+
+def _split_tokens(tokens_path, tokenizer_dir, vocab_size, context):
+    """The training tokens and the held-out tail (``EVAL_FRACTION``), checked against the tokenizer."""
     tokens = torch.from_numpy(np.load(tokens_path).astype(np.int64))
     n_eval = max(context + 1, int(len(tokens) * EVAL_FRACTION))
     train_tokens, eval_tokens = tokens[:-n_eval], tokens[-n_eval:]
@@ -341,101 +381,68 @@ def train_model(
             f"{tokens_path} holds {len(tokens)} tokens, too few for context={context} "
             f"after holding out {n_eval} for evaluation"
         )
-    n_windows = min(eval_windows, len(eval_tokens) // (context + 1))
-    eval_batch = eval_tokens[: n_windows * (context + 1)].view(n_windows, context + 1).to(device)
-
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    vocab_size = len(tokenizer)
     if int(tokens.max()) >= vocab_size:
         raise ValueError(
             f"{tokens_path} holds token id {int(tokens.max())} >= vocabulary size "
             f"{vocab_size} of {tokenizer_dir}: were they encoded with another tokenizer?"
         )
-    model = build_model(
-        arch,
-        vocab_size=vocab_size,
-        d_model=d_model,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        d_ff=d_ff,
-        context=context,
-        seed=seed,
-        n_kv_heads=n_kv_heads,
-        activation=activation,
-        residual=residual,
-        norm=norm,
-        # No pad_token_id: it would zero that embedding row, and training never pads.
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    ).to(device)
+    return train_tokens, eval_tokens
+
+
+def _train_loop(model, tokenizer, c: TrainConfig, train_tokens, eval_batch, out_dir, progress):
+    """Updates 0 .. max(save_steps), saving and evaluating at the save steps; (log rows, last step)."""
+    from tqdm.auto import tqdm
+
     # nanoGPT convention: decay matrices (incl. embeddings), not biases or norm gains.
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [
-        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": c.weight_decay},
         {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
     ]
-    optimizer = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), eps=1e-8)
-    generator = torch.Generator().manual_seed(seed)
-    offsets = torch.arange(context + 1)
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train_args.json").write_text(
-        json.dumps(
-            dict(
-                arch=arch, d_model=d_model, n_layers=n_layers, n_heads=n_heads,
-                n_kv_heads=n_kv_heads, d_ff=d_ff, context=context, vocab_size=vocab_size,
-                activation=activation, residual=residual, norm=norm, device=device,
-                batch_size=batch_size, lr=lr, weight_decay=weight_decay,
-                warmup_steps=warmup_steps, save_steps=saves, seed=seed, threads=threads,
-                grad_clip=grad_clip, eval_windows=n_windows,
-                n_train_tokens=len(train_tokens), n_eval_tokens=len(eval_tokens),
-            ),
-            indent=2,
-        )
-        + "\n"
-    )
-
+    optimizer = torch.optim.AdamW(groups, lr=c.lr, betas=(0.9, 0.95), eps=1e-8)
+    generator = torch.Generator().manual_seed(c.seed)
+    offsets = torch.arange(c.context + 1)
+    max_steps = c.save_steps[-1]
     rows = []
     bar = tqdm(
-        total=max_steps, desc=f"train {arch}", file=sys.stderr, disable=not progress,
+        total=max_steps, desc=f"train {c.arch}", file=sys.stderr, disable=not progress,
         mininterval=5.0,  # the bar goes to a log file: a line every few seconds is plenty
     )
     for step in range(max_steps + 1):
         eval_loss = math.nan
-        if step in saves:
-            eval_loss = evaluate_loss(model, eval_batch, batch_size=batch_size)
+        if step in c.save_steps:
+            eval_loss = evaluate_loss(model, eval_batch, batch_size=c.batch_size)
             _save_checkpoint(model, tokenizer, out_dir / f"step{step}")
 
         # Random contiguous windows; the seeded generator makes the stream reproducible.
-        starts = torch.randint(len(train_tokens) - context, (batch_size,), generator=generator)
-        batch = train_tokens[starts[:, None] + offsets].to(device)
+        starts = torch.randint(len(train_tokens) - c.context, (c.batch_size,), generator=generator)
+        batch = train_tokens[starts[:, None] + offsets].to(c.device)
         inputs, targets = batch[:, :-1], batch[:, 1:]
-        step_lr = lr_at(step, lr=lr, warmup_steps=warmup_steps, max_steps=max_steps)
+        step_lr = lr_at(step, lr=c.lr, warmup_steps=c.warmup_steps, max_steps=max_steps)
 
         final = step == max_steps
         with torch.set_grad_enabled(not final):  # the last step only measures the loss
             logits = model(input_ids=inputs).logits
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         diverged = not torch.isfinite(loss)
-        if diverged and not stop_on_divergence:
+        if diverged and not c.stop_on_divergence:
             raise FloatingPointError(
-                f"{arch}: training loss is {loss.item()} at step {step} (lr={step_lr:.3g}); "
+                f"{c.arch}: training loss is {loss.item()} at step {step} (lr={step_lr:.3g}); "
                 "try a lower lr or more warmup_steps"
             )
-        if step % log_every == 0 or step in saves or diverged:
+        if step % c.log_every == 0 or step in c.save_steps or diverged:
             rows.append(
                 dict(
                     step=step, loss=loss.item(), lr=step_lr if not final else math.nan,
-                    tokens_seen=step * batch_size * context, eval_loss=eval_loss,
+                    tokens_seen=step * c.batch_size * c.context, eval_loss=eval_loss,
                 )
             )
         if final or diverged:
             break
 
         loss.backward()
-        if grad_clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        if c.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), c.grad_clip)
         for group in optimizer.param_groups:
             group["lr"] = step_lr
         optimizer.step()
@@ -443,11 +450,7 @@ def train_model(
         bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
-    logging.getLogger(__name__).info("%s: %d steps in %.1f s", arch, step, time.perf_counter() - started)
-
-    log = pd.DataFrame(rows, columns=LOSS_COLUMNS)
-    log.to_csv(out_dir / "loss.tsv", sep="\t", index=False, float_format="%.6g")
-    return log
+    return rows, step
 
 
 def training_outcome(log: pd.DataFrame, *, steps: int) -> dict:

@@ -25,7 +25,10 @@ import scipy.stats
 from crosslayer.errors import DegenerateInputWarning
 from crosslayer.linalg.arrays import to_numpy
 
-__all__ = ["ALTERNATIVES", "PERMUTATION_CHUNK_BYTES", "STATISTICS", "TIE_RTOL", "PermutationResult", "cohens_d", "permutation_test", "permutation_test_loop", "bh_fdr", "spearman_permutation", "spearman_permutation_loop"]
+__all__ = [
+    "ALTERNATIVES", "PERMUTATION_CHUNK_BYTES", "STATISTICS", "TIE_RTOL", "PermutationResult", "cohens_d",
+    "permutation_test", "permutation_test_loop", "bh_fdr", "spearman_permutation", "spearman_permutation_loop",
+]
 
 STATISTICS = ("mean_diff", "cohens_d")
 
