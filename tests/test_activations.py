@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 import transformers as T
-from tiny_families import tiny_model
+from tiny_families import HEADS, LAYERS, VOCAB, D, tiny_model
 
 from crosslayer.models.adapters import adapter_for
 from crosslayer.models.residual import record_residual_stream, select_samples
@@ -13,7 +13,7 @@ from crosslayer.models.snapshots import snapshot_name
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
 
-D, LAYERS, HEADS, VOCAB = 32, 3, 4, 101
+
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
@@ -26,47 +26,37 @@ def _first(out):
 #            y(block, x, h, attn_out): block output recomputed from h)
 FAMILIES = {
     "gpt_neox_parallel": (
-        lambda: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=64,
-            vocab_size=VOCAB, use_parallel_residual=True)),
+        lambda: tiny_model("gpt_neox"),
         lambda b: b.attention,
         lambda b, x, a: x,
         lambda b, x, h, a: x + a + b.mlp(b.post_attention_layernorm(h)),
     ),
     "gpt_neox_sequential": (
-        lambda: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=64,
-            vocab_size=VOCAB, use_parallel_residual=False)),
+        lambda: tiny_model("gpt_neox_sequential"),
         lambda b: b.attention,
         lambda b, x, a: x + a,
         lambda b, x, h, a: h + b.mlp(b.post_attention_layernorm(h)),
     ),
     "llama": (
-        lambda: T.LlamaForCausalLM(T.LlamaConfig(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=VOCAB)),
+        lambda: tiny_model("llama"),
         lambda b: b.self_attn,
         lambda b, x, a: x + a,
         lambda b, x, h, a: h + b.mlp(b.post_attention_layernorm(h)),
     ),
     "olmo2": (
-        lambda: T.Olmo2ForCausalLM(T.Olmo2Config(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=VOCAB)),
+        lambda: tiny_model("olmo2"),
         lambda b: b.self_attn,
         lambda b, x, a: x + b.post_attention_layernorm(a),
         lambda b, x, h, a: h + b.post_feedforward_layernorm(b.mlp(h)),
     ),
     "bloom": (
-        lambda: T.BloomForCausalLM(T.BloomConfig(
-            hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB)),
+        lambda: tiny_model("bloom"),
         lambda b: b.self_attention,
         lambda b, x, a: a,  # BloomAttention adds the residual itself (dropout_add)
         lambda b, x, h, a: b.mlp(b.post_attention_layernorm(h), h),  # BloomMLP adds its residual too
     ),
     "gpt2": (
-        lambda: T.GPT2LMHeadModel(T.GPT2Config(n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=VOCAB,
-                                               n_positions=64)),
+        lambda: tiny_model("gpt2"),
         lambda b: b.attn,
         lambda b, x, a: x + a,
         lambda b, x, h, a: h + b.mlp(b.ln_2(h)),

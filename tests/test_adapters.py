@@ -7,7 +7,7 @@ import pytest
 import torch
 import transformers as T
 from safetensors.torch import load_file, save_file
-from tiny_families import tiny_model
+from tiny_families import HEADS, LAYERS, D, tiny_model
 
 from crosslayer.errors import CheckpointError
 from crosslayer.models.adapters import SUPPORTED_MODEL_TYPES, adapter_for
@@ -17,7 +17,6 @@ from crosslayer.models.weights import WeightReader, open_checkpoint
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()  # tiny vocabularies make configs warn about token ids
 
-D, LAYERS, HEADS = 32, 3, 4  # as tiny_families, whose models the newer families use
 
 
 def _heads_view(t):
@@ -118,42 +117,32 @@ def _bert_live(layer):
 # family -> (model builder, block accessor, live modules, expected Geometry fields beyond the shared ones)
 FAMILIES = {
     "gpt_neox": (
-        lambda: T.GPTNeoXForCausalLM(T.GPTNeoXConfig(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, intermediate_size=64,
-            vocab_size=101)),
+        lambda: tiny_model("gpt_neox"),
         lambda m, i: m.gpt_neox.layers[i], _neox_live,
         dict(d_ff=64, n_kv_heads=4, gated_mlp=False, parallel_attn_mlp=True, mlp_activation="gelu"),
     ),
     "llama": (
-        lambda: T.LlamaForCausalLM(T.LlamaConfig(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=101)),
+        lambda: tiny_model("llama"),
         lambda m, i: m.model.layers[i], _llama_live,
         dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
     ),
     "olmo2": (
-        lambda: T.Olmo2ForCausalLM(T.Olmo2Config(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=101)),
+        lambda: tiny_model("olmo2"),
         lambda m, i: m.model.layers[i], _llama_live,
         dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
     ),
     "olmo3": (
-        lambda: T.Olmo3ForCausalLM(T.Olmo3Config(
-            hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=2,
-            intermediate_size=64, vocab_size=101,
-            layer_types=["sliding_attention", "full_attention", "sliding_attention"])),
+        lambda: tiny_model("olmo3"),
         lambda m, i: m.model.layers[i], _llama_live,
         dict(d_ff=64, n_kv_heads=2, gated_mlp=True, parallel_attn_mlp=False, mlp_activation="silu"),
     ),
     "bloom": (
-        lambda: T.BloomForCausalLM(T.BloomConfig(hidden_size=D, n_layer=LAYERS, n_head=HEADS, vocab_size=101)),
+        lambda: tiny_model("bloom"),
         lambda m, i: m.transformer.h[i], _bloom_live,
         dict(d_ff=4 * D, n_kv_heads=4, gated_mlp=False, parallel_attn_mlp=False, mlp_activation="gelu_new"),
     ),
     "gpt2": (
-        lambda: T.GPT2LMHeadModel(T.GPT2Config(
-            n_embd=D, n_layer=LAYERS, n_head=HEADS, vocab_size=101, n_positions=16)),
+        lambda: tiny_model("gpt2"),
         lambda m, i: m.transformer.h[i], _gpt2_live,
         dict(d_ff=4 * D, n_kv_heads=4, gated_mlp=False, parallel_attn_mlp=False, mlp_activation="gelu_new"),
     ),

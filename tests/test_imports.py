@@ -91,7 +91,8 @@ def test_modules_and_functions_stay_small():
     sources = [*LIBRARY.rglob("*.py"), *(LIBRARY.parents[1] / "bench").rglob("*.py")]
     assert len(sources) > 60
     long_modules = {p.name: n for p in sources if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}
-    long_functions = {f"{p.name}:{name}": n for p in sources for name, n in function_lengths(p) if n > MAX_FUNCTION_LINES}
+    long_functions = {f"{p.name}:{name}": n for p in sources
+                      for name, n in function_lengths(p) if n > MAX_FUNCTION_LINES}
     assert not long_modules, f"modules over {MAX_MODULE_LINES} lines: {long_modules}"
     assert not long_functions, f"functions over {MAX_FUNCTION_LINES} lines of code: {long_functions}"
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from crosslayer.jacobians import autograd
 from crosslayer.jacobians import closed_form as jacobian
 from crosslayer.jacobians.autograd import block_jacobians_autograd, single_token_block_fn
 from crosslayer.jacobians.closed_form import block_jacobians, iter_block_jacobians, mean_jacobian
@@ -207,7 +208,7 @@ def test_autograd_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, capl
     model = _model("llama", seed=5)
     fn = single_token_block_fn(adapter_for(model).blocks(model)[0], model)
     x = torch.randn(7, D)
-    real, sizes = jacobian.block_jacobians_autograd, []
+    real, sizes = autograd.block_jacobians_autograd, []
 
     def limited(block_fn, xs, **kw):
         sizes.append(len(xs))
@@ -215,16 +216,16 @@ def test_autograd_chunks_halve_when_the_gpu_runs_out_of_memory(monkeypatch, capl
             raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
         return real(block_fn, xs, **kw)
 
-    monkeypatch.setattr(jacobian, "block_jacobians_autograd", limited)
+    monkeypatch.setattr(autograd, "block_jacobians_autograd", limited)
     with caplog.at_level("WARNING"):
-        chunks = list(jacobian.iter_block_jacobians_autograd(fn, x, method="jacrev", layer=3))
+        chunks = list(autograd.iter_block_jacobians_autograd(fn, x, method="jacrev", layer=3))
     assert [start for start, _ in chunks] == list(range(7)) and sizes[:3] == [7, 3, 1]
     assert _rel(torch.cat([J for _, J in chunks]), real(fn, x, method="jacrev")) <= 1e-6
     assert "layer 3: out of GPU memory; retrying with 3 samples per chunk" in caplog.text
-    monkeypatch.setattr(jacobian, "block_jacobians_autograd",
+    monkeypatch.setattr(autograd, "block_jacobians_autograd",
                         lambda *a, **k: (_ for _ in ()).throw(torch.OutOfMemoryError("always")))
     with pytest.raises(torch.OutOfMemoryError):  # one sample that does not fit: the job fails, loudly
-        list(jacobian.iter_block_jacobians_autograd(fn, x[:1], method="jacrev"))
+        list(autograd.iter_block_jacobians_autograd(fn, x[:1], method="jacrev"))
 
 
 @pytest.mark.parametrize("family", ["gpt_neox", "llama"])  # LayerNorm (two rank-one terms), RMSNorm (one)
