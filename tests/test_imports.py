@@ -101,3 +101,24 @@ def test_function_lengths_leave_out_the_docstring(tmp_path):
     path = tmp_path / "m.py"
     path.write_text('def f():\n    """Doc\n\n    more.\n    """\n    a = 1\n    return a\n\n\ndef g():\n    return 2\n')
     assert dict(function_lengths(path)) == {"f": 2, "g": 1}
+
+
+# Imported inside functions, and only these: each is slow to import or needed by few callers, and a
+# job that does not use it should not pay for it (transformers alone takes seconds; registration,
+# tables and figures never load a model).
+LAZY = {"transformers", "safetensors", "tokenizers", "datasets", "gensim", "torchvision", "torch", "scipy",
+        "pandas", "statsmodels", "matplotlib"}
+
+
+def test_imports_sit_at_module_top_unless_heavy():
+    local = set()
+    for path in LIBRARY.rglob("*.py"):
+        for function in ast.walk(ast.parse(path.read_text())):
+            if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(function):
+                    if isinstance(node, ast.Import):
+                        local |= {(path.name, alias.name.split(".")[0]) for alias in node.names}
+                    elif isinstance(node, ast.ImportFrom):
+                        local.add((path.name, "." if node.level else node.module.split(".")[0]))
+    misplaced = sorted((name, module) for name, module in local if module not in LAZY)
+    assert not misplaced, f"imports inside functions that belong at the top of their module: {misplaced}"

@@ -5,9 +5,14 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-__all__ = ["ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
-           "check_model_sizes", "read_scores", "toy_settings",
-           "ablation_settings"]
+import csv
+import math
+
+__all__ = [
+    "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints",
+    "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
+    "check_model_sizes", "read_scores", "toy_settings", "ablation_settings",
+]
 
 
 def _explicit(model_cfg):
@@ -336,9 +341,6 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
 def read_scores(path, *, models):
     """``{model: score}`` from a benchmark CSV with columns ``model`` and ``score``; every model in
     `models` must have a finite numeric score (other rows are ignored)."""
-    import csv
-    import math
-
     try:
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))

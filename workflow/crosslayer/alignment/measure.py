@@ -12,6 +12,7 @@ being linear in ``g`` it equals ``W_down diag(mean g) W_up`` (:func:`gated_align
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from crosslayer.errors import CheckpointError
 from crosslayer.jacobians.closed_form import activation, apply_norm
@@ -133,8 +134,6 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
     result : dict
         The arrays of :func:`checkpoint_alignment` plus ``d_model``, ``k``, ``step``.
     """
-    from tqdm import tqdm
-
 
     release_freed_memory()  # else heap fragmentation grows memory by ~35 MiB per layer at d = 2048
 

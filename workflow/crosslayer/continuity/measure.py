@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy.special import gammaln
+from tqdm import tqdm
 
 from crosslayer.errors import CheckpointError
 from crosslayer.linalg.effective_rank import effective_rank
@@ -352,8 +353,6 @@ def continuity_checkpoint(manifest, *, projections=PROJECTIONS, device="cpu"):
     dict of ndarray
         The arrays of :func:`checkpoint_continuity` plus ``step`` and ``n_layers``.
     """
-    from tqdm import tqdm
-
 
     release_freed_memory()
     model, revision = manifest["model"], manifest.get("revision")

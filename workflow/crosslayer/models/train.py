@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from tqdm.auto import tqdm
 
 from crosslayer.devices import check_device
 from crosslayer.malloc import retain_freed_memory
@@ -391,8 +392,6 @@ def _split_tokens(tokens_path, tokenizer_dir, vocab_size, context):
 
 def _train_loop(model, tokenizer, c: TrainConfig, train_tokens, eval_batch, out_dir, progress):
     """Updates 0 .. max(save_steps), saving and evaluating at the save steps; (log rows, last step)."""
-    from tqdm.auto import tqdm
-
     # nanoGPT convention: decay matrices (incl. embeddings), not biases or norm gains.
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [

@@ -1,6 +1,8 @@
 """Gemma 4 (text and multimodal).
 """
 
+import dataclasses
+
 import numpy as np
 
 from crosslayer.models.adapters.base import GateParts, Geometry, _activation, _linear, _rmsnorm, _t
@@ -117,8 +119,6 @@ class Gemma4TextAdapter(LlamaAdapter):
     def single_token_forward(self, model, block):
         """The model's one-token call of `block` with the sample's own per-layer input and, for a
         KV-shared layer, the keys and values its source layer computes on the sample's input there."""
-        import dataclasses
-
         layer = self._layer_of(model, block)
         source = self._kv_source(layer)
         calls = block_calls(model, self.blocks(model), [0], layers=[layer] if source is None else [layer, source])

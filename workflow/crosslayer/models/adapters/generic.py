@@ -1,6 +1,8 @@
 """The generic path: a causal decoder transformers knows and no adapter describes.
 """
 
+import re
+
 import torch
 
 from crosslayer.models.adapters.base import FamilyAdapter, Geometry, _heads, _Source
@@ -81,8 +83,6 @@ class GenericAdapter(FamilyAdapter):
         list of str
             The canonical projections the checkpoint lacks under the standard names.
         """
-        import re
-
         found = {}  # stem -> {layer index -> suffixes}
         for key in keys:
             match = re.match(r"^(.*?)\.(\d+)\.(.+)$", key)
