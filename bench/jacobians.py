@@ -281,7 +281,7 @@ def bench_scale(d_model=4096, d_ff=14336, n_heads=32, n_kv_heads=8, layers=2, sa
 def _scale_schur(Js, d_model, rng, add, full_layers):
     """Schur surgery at scale, composed from its parts (one of each): at d = 4096 a whole layer
     takes about 30 min on 2 cores."""
-    from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, _SchurProduct, _torch_of, _triangle_svd
+    from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, SchurProduct, torch_of, triangle_svd
     from crosslayer.linalg.schur import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
 
     draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
@@ -289,9 +289,9 @@ def _scale_schur(Js, d_model, rng, add, full_layers):
     t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
     t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
     T = _schur_triangle(D, N, 0.5)
-    Q, T = (_torch_of(Q), _torch_of(T)) if fast else (Q, T)
-    product = _SchurProduct(rank, fast)
-    t_start, _ = _timed(lambda: product.start(_triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
+    Q, T = (torch_of(Q), torch_of(T)) if fast else (Q, T)
+    product = SchurProduct(rank, fast)
+    t_start, _ = _timed(lambda: product.start(triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
     t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product
     t_push, _ = _timed(lambda: product.push(C, T), 1)  # every other: two r x d x d products, r x d svdvals
     modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws and their basis changes are shared

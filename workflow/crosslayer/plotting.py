@@ -67,7 +67,7 @@ def plot_training_loss(ax, loss):
     return line
 
 
-def _step_styles(steps, cmap="viridis"):
+def step_styles(steps, cmap="viridis"):
     """Step 0 (the random-init null) dashed grey, later steps from dark (early) to light (late)."""
     trained = [s for s in steps if s > 0]
     colors = dict(zip(trained, mpl.colormaps[cmap](np.linspace(0.15, 0.85, max(len(trained), 1)))))
@@ -89,7 +89,7 @@ def plot_depth_profile(ax, profiles, column, *, cmap="viridis"):
         In step order.
     """
     lines = []
-    for step, style in _step_styles(sorted(profiles), cmap).items():
+    for step, style in step_styles(sorted(profiles), cmap).items():
         table = profiles[step]
         (line,) = ax.plot(table.index, table[column], marker="o", ms=3, lw=1.2, label=f"step {format_step(step)}", **style)
         lines.append(line)

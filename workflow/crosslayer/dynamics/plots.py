@@ -5,7 +5,7 @@ the main artist; the workflow scripts build the figures and save them.
 import matplotlib as mpl
 import numpy as np
 
-from crosslayer.plotting import _step_styles, depth_colors, format_step
+from crosslayer.plotting import depth_colors, format_step, step_styles
 
 __all__ = ["plot_quantile_profile", "plot_eigenvalue_cloud", "plot_dose_response"]
 
@@ -21,7 +21,7 @@ def plot_quantile_profile(ax, profiles, name, *, cmap="viridis"):
         Step -> per-layer table holding ``median_<name>``, ``q25_<name>``, ``q75_<name>``.
     name : str
     """
-    styles = _step_styles(sorted(profiles), cmap)
+    styles = step_styles(sorted(profiles), cmap)
     for step, style in styles.items():
         table = profiles[step]
         ax.plot(table.index, table[f"median_{name}"], marker="o", ms=3, lw=1.2, label=f"step {format_step(step)}",

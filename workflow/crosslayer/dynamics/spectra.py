@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from crosslayer.linalg.arrays import _check_square, _check_stack, _strip
+from crosslayer.linalg.arrays import check_square, check_stack, strip_identity
 from crosslayer.linalg.effective_rank import cumulative_effective_rank
 from crosslayer.linalg.subspace import SVD_METHODS, pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 
@@ -54,7 +54,7 @@ def eigen_stats(J, *, residual=False, tol=1e-6):
     """
     if not tol >= 0:
         raise ValueError(f"`tol` must be >= 0, got {tol}")
-    J = _strip(_check_square("J", J), residual)
+    J = strip_identity(check_square("J", J), residual)
     lam = np.linalg.eigvals(J)
     radius = float(np.abs(lam).max())
     return {
@@ -83,7 +83,7 @@ def henrici_departure(J, *, residual=False, eigenvalues=None):
         dominates (it is ``||N||_F / ||J||_F`` for the Schur form ``J = Q (D + N) Q^H``).
         NaN for J = 0.
     """
-    J = _strip(_check_square("J", J), residual)
+    J = strip_identity(check_square("J", J), residual)
     lam = np.linalg.eigvals(J) if eigenvalues is None else np.asarray(eigenvalues)
     if lam.shape != (J.shape[0],):
         raise ValueError(f"`eigenvalues` must have shape ({J.shape[0]},), got {lam.shape}")
@@ -100,8 +100,8 @@ def residual_norm_ratio(J):
     ----------
     J : (d, d) array_like or torch.Tensor
     """
-    J = _check_square("J", J)
-    R = _strip(J, True)
+    J = check_square("J", J)
+    R = strip_identity(J, True)
     return float(np.sqrt(np.vdot(R, R).real / J.shape[0]))
 
 
@@ -127,7 +127,7 @@ def layer_subspaces(Js, *, k=10, residual=False, method="arpack", seed=0):
     U, V : (L, d, k) ndarray
         Left (output-space) and right (input-space) orthonormal bases.
     """
-    Js = _check_stack("Js", Js)
+    Js = check_stack("Js", Js)
     if np.iscomplexobj(Js):
         raise ValueError(f"`Js` must be real, got dtype {Js.dtype}")
     if method not in SVD_METHODS:
@@ -137,7 +137,7 @@ def layer_subspaces(Js, *, k=10, residual=False, method="arpack", seed=0):
         raise ValueError(f"`k` must satisfy 1 <= k < d = {d}, got {k}")
     Us, Vs = [], []
     for J in Js:
-        U, _, V = top_singular_subspaces(_strip(J, residual), k, method=method, seed=seed)
+        U, _, V = top_singular_subspaces(strip_identity(J, residual), k, method=method, seed=seed)
         Us.append(U)
         Vs.append(V)
     return np.stack(Us), np.stack(Vs)
@@ -163,7 +163,7 @@ def self_alignment(J, *, k=10, residual=False, method="arpack", seed=0):
         with a gap after the k-th singular value; about ``random_overlap_baseline(d, k)`` for
         unrelated subspaces.
     """
-    J = _check_square("J", J)
+    J = check_square("J", J)
     U, V = layer_subspaces(J[None], k=k, residual=residual, method=method, seed=seed)
     return float(pairwise_overlap(U, V)[0, 0])
 
@@ -232,7 +232,7 @@ def spectral_profile(Js, *, k=10, tol=1e-6, method="arpack", seed=0, draws=1000,
     """
     import pandas as pd
 
-    Js = _check_stack("Js", Js)
+    Js = check_stack("Js", Js)
     rows = {}
     for suffix, residual in (("", False), ("_res", True)):
         eig = [eigen_stats(J, residual=residual, tol=tol) for J in Js]

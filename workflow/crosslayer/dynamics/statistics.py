@@ -25,13 +25,13 @@ import scipy.stats
 from crosslayer.errors import DegenerateInputWarning
 from crosslayer.stats.permutation import (
     PERMUTATION_CHUNK_BYTES,
-    _check_count,
-    _check_real_square,
-    _check_vector,
-    _labels,
-    _rows_per_chunk,
-    _seeded_rng,
+    check_count,
+    check_real_square,
+    check_vector,
+    membership_labels,
     permutation_test,
+    rows_per_chunk,
+    seeded_rng,
     spearman_permutation,
 )
 
@@ -62,7 +62,7 @@ def community_basis(membership):
     B : (d, C) float64 ndarray
         Column c is the indicator of community c over ``sqrt(|c|)``; ``B^T B = I_C``.
     """
-    inverse, sizes = _labels(membership)
+    inverse, sizes = membership_labels(membership)
     B = np.zeros((inverse.size, sizes.size))
     B[np.arange(inverse.size), inverse] = 1.0 / np.sqrt(sizes[inverse])
     return B
@@ -91,8 +91,8 @@ def _frobenius_sq(J):
 
 def mesoscale_operator(J, membership):
     """The coarse-grained operator ``B^T J B`` (C, C), B = :func:`community_basis`."""
-    J = _check_real_square("J", J)
-    inverse, sizes = _labels(membership, J.shape[0])
+    J = check_real_square("J", J)
+    inverse, sizes = membership_labels(membership, J.shape[0])
     return _projected(J, inverse[None], sizes)[0]
 
 
@@ -111,8 +111,8 @@ def variance_captured(J, membership):
         (B has orthonormal columns); 1 when J is constant on every (community, community)
         block. ValueError for J = 0.
     """
-    J = _check_real_square("J", J)
-    inverse, sizes = _labels(membership, J.shape[0])
+    J = check_real_square("J", J)
+    inverse, sizes = membership_labels(membership, J.shape[0])
     M = _projected(J, inverse[None], sizes)[0]
     return float(np.einsum("ij,ij->", M, M)) / _frobenius_sq(J)
 
@@ -126,7 +126,7 @@ def _random_null(J, inverse, sizes, n, rng, chunk_bytes):
     d, C = J.shape[0], sizes.size
     norm_sq = _frobenius_sq(J)
     # per draw: float64 keys and int64 order (d each), the stacked basis and J @ basis (d * C each)
-    rows = _rows_per_chunk(chunk_bytes, 16 * d + 16 * d * C, "random partition")
+    rows = rows_per_chunk(chunk_bytes, 16 * d + 16 * d * C, "random partition")
     null = np.empty(n)
     for start in range(0, n, rows):
         r = min(rows, n - start)
@@ -160,9 +160,9 @@ def random_partition_null(J, membership, *, n=100, seed=0, chunk_bytes=NULL_CHUN
     null : (n,) ndarray
         :func:`variance_captured` of each random partition.
     """
-    J = _check_real_square("J", J)
-    inverse, sizes = _labels(membership, J.shape[0])
-    return _random_null(J, inverse, sizes, _check_count("n", n), _seeded_rng(seed), chunk_bytes)
+    J = check_real_square("J", J)
+    inverse, sizes = membership_labels(membership, J.shape[0])
+    return _random_null(J, inverse, sizes, check_count("n", n), seeded_rng(seed), chunk_bytes)
 
 
 def mesoscale_test(J, membership, *, n_random=100, seed=0, chunk_bytes=NULL_CHUNK_BYTES):
@@ -193,14 +193,14 @@ def mesoscale_test(J, membership, *, n_random=100, seed=0, chunk_bytes=NULL_CHUN
         to ``CONSTANT_NULL_RTOL`` (e.g. J a multiple of I): the null has no spread and the test
         is undefined.
     """
-    J = _check_real_square("J", J)
+    J = check_real_square("J", J)
     d = J.shape[0]
-    inverse, sizes = _labels(membership, d)
-    n_random = _check_count("n_random", n_random, minimum=2)
+    inverse, sizes = membership_labels(membership, d)
+    n_random = check_count("n_random", n_random, minimum=2)
     norm_sq = _frobenius_sq(J)
     M = _projected(J, inverse[None], sizes)[0]
     observed = float(np.einsum("ij,ij->", M, M)) / norm_sq
-    null = _random_null(J, inverse, sizes, n_random, _seeded_rng(seed), chunk_bytes)
+    null = _random_null(J, inverse, sizes, n_random, seeded_rng(seed), chunk_bytes)
     C = sizes.size
     null_mean = float(null.mean())
     if C in (1, d):
@@ -242,7 +242,7 @@ def jacobian_column_norms(J):
     -------
     norms : (d,) float64 ndarray
     """
-    J = _check_real_square("J", J)
+    J = check_real_square("J", J)
     return np.sqrt(np.einsum("ij,ij->j", J, J))
 
 
@@ -284,8 +284,8 @@ def boundary_coupling(column_norms, participation, *, tail=0.10, n_permutations=
     ValueError
         When a tail would hold fewer than 2 units.
     """
-    norms = _check_vector("column_norms", column_norms, allow_nan=True)
-    part = _check_vector("participation", participation, allow_nan=True)
+    norms = check_vector("column_norms", column_norms, allow_nan=True)
+    part = check_vector("participation", participation, allow_nan=True)
     if norms.size != part.size:
         raise ValueError(f"`column_norms` and `participation` must have the same length, got {norms.size}"
                          f" and {part.size}")
@@ -345,9 +345,9 @@ def rate_level_coupling(nmi_adjacent, top_singular, variance, *, n_permutations=
         ``"top_singular"``, ``"variance"``: :func:`spearman_permutation` of disruption vs each
         (keys rho, p_value, n_pairs, n_permutations).
     """
-    nmi = _check_vector("nmi_adjacent", nmi_adjacent, allow_nan=True)
-    top = _check_vector("top_singular", top_singular, allow_nan=True, min_size=2)
-    var = _check_vector("variance", variance, allow_nan=True, min_size=2)
+    nmi = check_vector("nmi_adjacent", nmi_adjacent, allow_nan=True)
+    top = check_vector("top_singular", top_singular, allow_nan=True, min_size=2)
+    var = check_vector("variance", variance, allow_nan=True, min_size=2)
     if top.size != var.size:
         raise ValueError(f"`top_singular` and `variance` must both have one value per layer, got {top.size}"
                          f" and {var.size}")

@@ -6,7 +6,7 @@ form (:mod:`crosslayer.jacobians.closed_form`) against these.
 
 import torch
 
-from crosslayer.jacobians.closed_form import DEFAULT_CHUNK_BYTES, _chunks
+from crosslayer.jacobians.closed_form import DEFAULT_CHUNK_BYTES, run_in_chunks
 from crosslayer.models.adapters import adapter_for
 
 __all__ = ["block_jacobians_autograd", "iter_block_jacobians_autograd", "single_token_block_fn"]
@@ -100,4 +100,4 @@ def iter_block_jacobians_autograd(block_fn, x, *, method="functional", chunk_byt
         part = None if extra is None else extra[start:stop]
         return block_jacobians_autograd(block_fn, x[start:stop], method=method, extra=part).detach()
 
-    yield from _chunks(x.shape[0], int(chunk_bytes // (bytes_per_sample or 4 * d * d)), compute, layer)
+    yield from run_in_chunks(x.shape[0], int(chunk_bytes // (bytes_per_sample or 4 * d * d)), compute, layer)

@@ -395,7 +395,7 @@ def _raise_non_finite(what, bad, start, layer):
                      f"in samples {start}..{start + bad.numel() - 1})")
 
 
-def _chunks(n, step, compute, layer):
+def run_in_chunks(n, step, compute, layer):
     """Yield ``(start, compute(start, stop))`` over ``range(n)`` in chunks of `step` samples,
     each checked finite. A chunk that runs out of GPU memory is retried in halves (logged), down
     to one sample: a long job finishes more slowly rather than failing."""
@@ -433,7 +433,7 @@ def _iter(parts, x, chunk_bytes, layer, out=None):
         return _chunk_jacobians(p, x[start:stop], None if out is None else out[start:stop])
 
     with torch.no_grad():
-        yield from _chunks(x.shape[0], int(chunk_bytes // _bytes_per_sample(parts)), compute, layer)
+        yield from run_in_chunks(x.shape[0], int(chunk_bytes // _bytes_per_sample(parts)), compute, layer)
 
 
 def iter_block_jacobians(parts: BlockParts, x, *, chunk_bytes=DEFAULT_CHUNK_BYTES, layer=None):

@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from crosslayer.linalg.arrays import _as_float, _check_stack, _is_tensor, _strip
+from crosslayer.linalg.arrays import as_float, check_stack, is_tensor, strip_identity
 
 log = logging.getLogger(__name__)
 
@@ -307,10 +307,10 @@ def frobenius_norm(J, *, residual=False, dtype="float64", chunk=16):
     """
     _check_chunk(chunk)
     _dtype_name(dtype)
-    if _is_tensor(J):
+    if is_tensor(J):
         return _torch_per_chunk(J, lambda b, scale: _torch_frobenius(b) * scale, residual=residual, chunk=chunk,
                                 dtype=dtype)
-    J = _strip(_check_stack("J", J), residual)
+    J = strip_identity(check_stack("J", J), residual)
     return np.sqrt(np.einsum("bij,bij->b", J.conj(), J).real)
 
 
@@ -340,13 +340,13 @@ def participation_ratio(J, *, residual=False, chunk=16, dtype="float64"):
     """
     _check_chunk(chunk)
     _dtype_name(dtype)
-    if _is_tensor(J):
+    if is_tensor(J):
         return _torch_per_chunk(J, lambda b, _: _torch_participation(b, _torch_frobenius(b)), residual=residual,
                                 chunk=chunk, dtype=dtype)
-    J = _check_stack("J", J, cast=False)
+    J = check_stack("J", J, cast=False)
     out = np.empty(J.shape[0])
     for start in range(0, J.shape[0], chunk):
-        block = _strip(_as_float(J[start : start + chunk]), residual)
+        block = strip_identity(as_float(J[start : start + chunk]), residual)
         fro2 = np.einsum("bij,bij->b", block.conj(), block).real
         gram = np.conj(np.swapaxes(block, 1, 2)) @ block
         gram2 = np.einsum("bij,bij->b", gram.conj(), gram).real
@@ -380,11 +380,11 @@ def condition_number(J, *, residual=False, dtype="float64", chunk=16):
     """
     _check_chunk(chunk)
     _dtype_name(dtype)
-    if _is_tensor(J):
+    if is_tensor(J):
         route = {"inverse_first": False}
         return _torch_per_chunk(J, lambda b, _: _torch_condition(b, route=route)[0], residual=residual, chunk=chunk,
                                 dtype=dtype)
-    J = _strip(_check_stack("J", J), residual)
+    J = strip_identity(check_stack("J", J), residual)
     s = np.linalg.svd(J, compute_uv=False)
     with np.errstate(invalid="ignore", divide="ignore"):
         return s[:, 0] / s[:, -1]
@@ -454,16 +454,16 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     parts = {"frobenius": [], "participation_ratio": []}
     if condition:
         parts["condition_number"] = []
-    if _is_tensor(J):
+    if is_tensor(J):
         if condition:
             parts["condition_path"] = []
         route = {"inverse_first": False} if condition else None
         for _, block, scale in _torch_blocks(J, residual=residual, chunk=chunk, dtype=dtype):
             _torch_chunk_stats(parts, block, scale, _gram(block), _torch_frobenius(block), route)
         return {name: np.concatenate(values) for name, values in parts.items()}
-    Jn = _check_stack("J", J, cast=False)
+    Jn = check_stack("J", J, cast=False)
     for start in range(0, Jn.shape[0], chunk):
-        block = _as_float(Jn[start : start + chunk])
+        block = as_float(Jn[start : start + chunk])
         parts["frobenius"].append(frobenius_norm(block, residual=residual))
         parts["participation_ratio"].append(participation_ratio(block, residual=residual, chunk=chunk))
         if condition:
@@ -513,7 +513,7 @@ def per_sample_stats_pair(J, *, condition=True, chunk=16, dtype="float64"):
     or the SVD, as always). float32 and NumPy input run the two calls: in float32 the shared scaling
     of J and J - I could overflow.
     """
-    if not (_is_tensor(J) and _dtype_name(dtype) == "float64"):
+    if not (is_tensor(J) and _dtype_name(dtype) == "float64"):
         plain = per_sample_stats(J, condition=condition, chunk=chunk, dtype=dtype)
         res = per_sample_stats(J, residual=True, condition=condition, chunk=chunk, dtype=dtype)
         return plain | {f"{name}_res": values for name, values in res.items()}

@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 
-from crosslayer.linalg.arrays import _check_stack
+from crosslayer.linalg.arrays import check_stack
 
 __all__ = ["TORCH_MIN_WIDTH", "effective_rank", "cumulative_effective_rank"]
 
 
-def _check_power(power):
+def check_power(power):
     if power not in (1, 2):
         raise ValueError(f"`power` must be 1 or 2, got {power!r}")
 
@@ -39,7 +39,7 @@ def effective_rank(s, *, power=1):
     erank : float
         In [1, n] (n when all s_i are equal, 1 for rank one); NaN when all s are 0.
     """
-    _check_power(power)
+    check_power(power)
     s = np.asarray(s, dtype=float)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"`s` must be a non-empty 1-D array, got shape {s.shape}")
@@ -91,7 +91,7 @@ def _rescale(log_scale, s):
     return log_scale, s, (values, log_scale + math.log(float(np.linalg.norm(values))) if top > 0 else -math.inf)
 
 
-class _SchurProduct:
+class SchurProduct:
     """Running rank-r product ``J_L ... J_l`` of layers given as ``J = B T B^H`` (B unitary, T
     upper triangular: a Schur form, its dose or a control), kept as ``P B_l^H``.
 
@@ -114,7 +114,7 @@ class _SchurProduct:
         self.log_scale = 0.0
 
     def start(self, svd_of_T):
-        """Begin with the last layer ``B T B^H`` from :func:`_triangle_svd` of T: ``P = S V^H``
+        """Begin with the last layer ``B T B^H`` from :func:`triangle_svd` of T: ``P = S V^H``
         truncated to rank r (the product's own truncation: B rotates both sides)."""
         s, vh = svd_of_T
         self.log_scale, s, out = _rescale(self.log_scale, s[: self.rank])
@@ -132,14 +132,14 @@ class _SchurProduct:
         return out
 
 
-def _triangle_svd(T, use_torch):
+def triangle_svd(T, use_torch):
     """``(s, V^H)`` of a triangle T: those of ``B T B^H`` are ``s`` and ``V^H B^H`` for any
     unitary B, so one SVD starts every product whose last layer shares T (the dose, control B)."""
     _, s, vh = (sys.modules["torch"].linalg.svd if use_torch else np.linalg.svd)(T, full_matrices=False)
     return s, vh
 
 
-def _torch_of(x):
+def torch_of(x):
     """A float64 / complex128 CPU tensor sharing a NumPy array's memory (the arrays here are)."""
     import torch  # imported here: the rest of the module runs without it
 
@@ -147,7 +147,7 @@ def _torch_of(x):
     return x.to(torch.complex128 if x.is_complex() else torch.float64)
 
 
-def _check_rank(rank, d):
+def check_rank(rank, d):
     rank = min(256, d) if rank is None else rank
     if not 1 <= rank <= d:
         raise ValueError(f"`rank` must satisfy 1 <= rank <= d = {d}, got {rank}")
@@ -181,9 +181,9 @@ def cumulative_effective_rank(Js, *, rank=None, power=1):
     log_frobenius : (L,) ndarray
         Natural log of the Frobenius norm of that (truncated) product.
     """
-    _check_power(power)
-    Js = _check_stack("Js", Js)
-    r = _check_rank(rank, Js.shape[1])
+    check_power(power)
+    Js = check_stack("Js", Js)
+    r = check_rank(rank, Js.shape[1])
     L = Js.shape[0]
     erank, log_fro = np.empty(L), np.empty(L)
     product = _BackwardProduct(r)

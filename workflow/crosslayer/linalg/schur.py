@@ -8,15 +8,15 @@ import numpy as np
 import scipy.linalg
 from scipy.stats import unitary_group
 
-from crosslayer.linalg.arrays import _check_square, _check_stack, _strip
+from crosslayer.linalg.arrays import check_square, check_stack, strip_identity
 from crosslayer.linalg.effective_rank import (
     TORCH_MIN_WIDTH,
-    _check_power,
-    _check_rank,
-    _SchurProduct,
-    _torch_of,
-    _triangle_svd,
+    SchurProduct,
+    check_power,
+    check_rank,
     effective_rank,
+    torch_of,
+    triangle_svd,
 )
 
 __all__ = [
@@ -52,8 +52,8 @@ def schur_parts(J, *, mode="J"):
     """
     if mode not in SCHUR_MODES:
         raise ValueError(f"`mode` must be one of {SCHUR_MODES}, got {mode!r}")
-    J = _check_square("J", J)
-    T, Q = scipy.linalg.schur(_strip(J, mode == "J - I"), output="complex")
+    J = check_square("J", J)
+    T, Q = scipy.linalg.schur(strip_identity(J, mode == "J - I"), output="complex")
     return Q, np.diagonal(T).copy(), np.triu(T, 1)
 
 
@@ -212,23 +212,23 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
     modes = tuple(modes)
     if not modes or any(m not in SCHUR_MODES for m in modes) or len(set(modes)) < len(modes):
         raise ValueError(f"`modes` must be distinct values of {SCHUR_MODES}, got {modes!r}")
-    _check_power(power)
-    Js = _check_stack("Js", Js)
+    check_power(power)
+    Js = check_stack("Js", Js)
     alphas = np.asarray(alphas, dtype=float)
     if alphas.ndim != 1 or alphas.size == 0:
         raise ValueError(f"`alphas` must be a non-empty 1-D sequence, got shape {alphas.shape}")
     if draws < 0:
         raise ValueError(f"`draws` must be >= 0, got {draws}")
     L, d = Js.shape[0], Js.shape[1]
-    r = _check_rank(rank, d)
+    r = check_rank(rank, d)
     A = alphas.size
     # one running product per (mode, construction, draw, alpha); layers streamed backward so each
     # Schur form is computed once and no per-layer factors are stored
     fast = d >= TORCH_MIN_WIDTH
-    array = _torch_of if fast else np.asarray
-    dose = {m: [_SchurProduct(r, fast) for _ in range(A)] for m in modes}
-    ctrl_a = {m: [[_SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
-    ctrl_b = {m: [[_SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+    array = torch_of if fast else np.asarray
+    dose = {m: [SchurProduct(r, fast) for _ in range(A)] for m in modes}
+    ctrl_a = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+    ctrl_b = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
     out = {m: {"alphas": alphas, "dose": np.empty((A, L)), "dose_log_frobenius": np.empty((A, L)),
                "control_a": np.empty((draws, A, L)), "control_b": np.empty((draws, A, L))} for m in modes}
     schur_bases, haar_bases = {}, {}  # the later layer's Q per mode and W per draw
@@ -247,7 +247,7 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
 
             # the last layer starts every product with a d x d SVD (at d = 4096 a minute each): the
             # dose's SVD of its triangle also starts control B, whose W T W^H shares it
-            shared = [_triangle_svd(triangle(N, alpha), fast) for alpha in alphas] if last else None
+            shared = [triangle_svd(triangle(N, alpha), fast) for alpha in alphas] if last else None
             for i, alpha in enumerate(alphas):
                 product = dose[mode][i]
                 s, res["dose_log_frobenius"][i, layer] = (product.start(shared[i]) if last else
@@ -262,7 +262,7 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
                 c_w = haar[j][1]
                 for i, alpha in enumerate(alphas):
                     a, b = ctrl_a[mode][j][i], ctrl_b[mode][j][i]
-                    s, _ = (a.start(_triangle_svd(triangle(R, alpha), fast)) if last else
+                    s, _ = (a.start(triangle_svd(triangle(R, alpha), fast)) if last else
                             a.push(c_q, triangle(R, alpha)))
                     res["control_a"][j, i, layer] = effective_rank(s, power=power)
                     s, _ = b.start(shared[i]) if last else b.push(c_w, triangle(N, alpha))

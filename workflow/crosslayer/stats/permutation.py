@@ -66,7 +66,7 @@ class PermutationResult:
 # --------------------------------------------------------------------------- validation
 
 
-def _check_vector(name, x, *, allow_nan=False, min_size=1):
+def check_vector(name, x, *, allow_nan=False, min_size=1):
     """1-D float64 array; NaN only if allowed, inf never."""
     x = to_numpy(x)
     if x.ndim != 1:
@@ -83,7 +83,7 @@ def _check_vector(name, x, *, allow_nan=False, min_size=1):
     return x
 
 
-def _check_real_square(name, J):
+def check_real_square(name, J):
     """(d, d) float64 matrix with finite entries."""
     J = to_numpy(J)
     if J.ndim != 2 or J.shape[0] != J.shape[1] or J.shape[0] == 0:
@@ -96,13 +96,13 @@ def _check_real_square(name, J):
     return J
 
 
-def _check_count(name, n, minimum=1):
+def check_count(name, n, minimum=1):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {n!r}")
     return int(n)
 
 
-def _seeded_rng(seed):
+def seeded_rng(seed):
     if seed is None:  # would draw fresh OS entropy: results would not be reproducible
         raise ValueError("`seed` must be an int (or anything numpy.random.default_rng accepts but None)")
     return np.random.default_rng(seed)
@@ -114,16 +114,16 @@ def _check_choice(name, value, choices):
     return value
 
 
-def _rows_per_chunk(chunk_bytes, row_bytes, what):
+def rows_per_chunk(chunk_bytes, row_bytes, what):
     """How many rows of ``row_bytes`` fit in ``chunk_bytes`` (at least one, else ValueError)."""
-    chunk_bytes = _check_count("chunk_bytes", chunk_bytes)
+    chunk_bytes = check_count("chunk_bytes", chunk_bytes)
     if chunk_bytes < row_bytes:
         raise ValueError(f"`chunk_bytes`={chunk_bytes} is below the {row_bytes} bytes of one {what};"
                          f" pass at least {row_bytes}")
     return chunk_bytes // row_bytes
 
 
-def _labels(membership, d=None):
+def membership_labels(membership, d=None):
     """Community labels as (inverse (d,) in 0..C-1, sizes (C,)), labels sorted ascending."""
     m = to_numpy(membership)
     if m.ndim != 1 or m.size == 0:
@@ -176,8 +176,8 @@ def cohens_d(x, y):
         unbiased sample variances. NaN (with a :class:`DegenerateInputWarning`) when ``s_p = 0``,
         i.e. both groups are constant: the effect size is undefined there, never inf.
     """
-    x = _check_vector("x", x, min_size=2)
-    y = _check_vector("y", y, min_size=2)
+    x = check_vector("x", x, min_size=2)
+    y = check_vector("y", y, min_size=2)
     d = _cohens_d_raw(x, y)
     if not math.isfinite(d):
         warnings.warn("Cohen's d is undefined: both groups are constant (pooled sd 0); returning NaN",
@@ -189,10 +189,10 @@ def cohens_d(x, y):
 def _prepare_two_sample(x, y, statistic, n_permutations, alternative):
     _check_choice("statistic", statistic, STATISTICS)
     _check_choice("alternative", alternative, ALTERNATIVES)
-    n_permutations = _check_count("n_permutations", n_permutations)
+    n_permutations = check_count("n_permutations", n_permutations)
     min_size = 2 if statistic == "cohens_d" else 1
-    x = _check_vector("x", x, min_size=min_size)
-    y = _check_vector("y", y, min_size=min_size)
+    x = check_vector("x", x, min_size=min_size)
+    y = check_vector("y", y, min_size=min_size)
     z = np.concatenate([x, y])
     # both statistics are shift-invariant; centring keeps the sums well-conditioned. A constant
     # pooled sample is centred exactly (its float mean need not equal the value), so every
@@ -289,8 +289,8 @@ def permutation_test(x, y, statistic="mean_diff", *, n_permutations=5000, seed=0
     x, y, zc, total_sq, scale, P = _prepare_two_sample(x, y, statistic, n_permutations, alternative)
     n_x, n_y = x.size, y.size
     n = n_x + n_y
-    rows = _rows_per_chunk(chunk_bytes, 8 * (2 * n + n_x), "permutation")
-    rng = _seeded_rng(seed)
+    rows = rows_per_chunk(chunk_bytes, 8 * (2 * n + n_x), "permutation")
+    rng = seeded_rng(seed)
     total = float(zc.sum())
     null = np.empty(P)
     for start in range(0, P, rows):
@@ -317,7 +317,7 @@ def permutation_test_loop(x, y, statistic="mean_diff", *, n_permutations=5000, s
     """
     x, y, zc, _, scale, P = _prepare_two_sample(x, y, statistic, n_permutations, alternative)
     n_x, n = x.size, x.size + y.size
-    rng = _seeded_rng(seed)
+    rng = seeded_rng(seed)
     z = np.concatenate([x, y])
     null = np.empty(P)
     for i in range(P):
@@ -379,9 +379,9 @@ def bh_fdr(p_values, q=0.05):
 
 def _spearman_inputs(x, y, n_permutations):
     """Finite pairs (NaN pairs dropped) and their standardized ranks, or None if undefined."""
-    n_permutations = _check_count("n_permutations", n_permutations)
-    x = _check_vector("x", x, allow_nan=True)
-    y = _check_vector("y", y, allow_nan=True)
+    n_permutations = check_count("n_permutations", n_permutations)
+    x = check_vector("x", x, allow_nan=True)
+    y = check_vector("y", y, allow_nan=True)
     if x.size != y.size:
         raise ValueError(f"`x` and `y` must have the same length, got {x.size} and {y.size}")
     keep = ~(np.isnan(x) | np.isnan(y))
@@ -439,8 +439,8 @@ def spearman_permutation(x, y, *, n_permutations=10000, seed=0, chunk_bytes=PERM
     if a is None:
         return _spearman_result(math.nan, None, x.size, P)
     n = x.size
-    rows = _rows_per_chunk(chunk_bytes, 24 * n, "permutation")
-    rng = _seeded_rng(seed)
+    rows = rows_per_chunk(chunk_bytes, 24 * n, "permutation")
+    rng = seeded_rng(seed)
     null = np.empty(P)
     for start in range(0, P, rows):
         r = min(rows, P - start)
@@ -457,7 +457,7 @@ def spearman_permutation_loop(x, y, *, n_permutations=10000, seed=0):
     if a is None:
         return _spearman_result(math.nan, None, x.size, P)
     n = x.size
-    rng = _seeded_rng(seed)
+    rng = seeded_rng(seed)
     null = np.empty(P)
     for i in range(P):
         order = np.argsort(rng.random(n), kind="stable")

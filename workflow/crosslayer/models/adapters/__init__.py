@@ -14,7 +14,7 @@ from crosslayer.models.adapters.gemma import GemmaAdapter
 from crosslayer.models.adapters.gemma2 import Gemma2Adapter
 from crosslayer.models.adapters.gemma3 import Gemma3Adapter, Gemma3TextAdapter
 from crosslayer.models.adapters.gemma4 import Gemma4Adapter, Gemma4TextAdapter
-from crosslayer.models.adapters.generic import _REFUSED, GenericAdapter
+from crosslayer.models.adapters.generic import REFUSED, GenericAdapter
 from crosslayer.models.adapters.gpt2 import GPT2Adapter
 from crosslayer.models.adapters.gpt_neo import GPTNeoAdapter
 from crosslayer.models.adapters.gpt_neox import GPTNeoXAdapter
@@ -57,8 +57,8 @@ def adapter_for(model_or_config) -> FamilyAdapter:
     model_type = getattr(config, "model_type", None)
     if model_type in ADAPTERS:
         return ADAPTERS[model_type](config)
-    if model_type in _REFUSED:
-        raise NotImplementedError(f"{model_type}: {_REFUSED[model_type]}")
+    if model_type in REFUSED:
+        raise NotImplementedError(f"{model_type}: {REFUSED[model_type]}")
     if model_type is not None and GenericAdapter.accepts(config):
         return GenericAdapter(config)
     raise NotImplementedError(

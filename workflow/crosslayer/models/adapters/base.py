@@ -30,7 +30,13 @@ import torch
 
 from crosslayer.models.blocks import block_calls
 
-__all__ = ["BlockParts", "GateParts", "Geometry", "NormParts"]
+__all__ = [
+    "PROJECTIONS", "BlockParts", "FamilyAdapter", "GateParts", "Geometry", "NormParts", "Source",
+    # for the family modules: sources of canonical projections, and parts of loaded blocks
+    "linear_source", "conv1d_source", "rows_source", "fused_per_head_source", "fused_conv1d_source", "head_counts",
+    "linear_parts", "conv1d_parts", "layernorm_parts", "rmsnorm_parts", "gemma_rmsnorm_parts", "activation_name",
+    "attention_parts", "ungated_parts", "float32_detached",
+]
 
 PROJECTIONS = ("q", "k", "v", "o", "gate", "up", "down")
 
@@ -181,7 +187,7 @@ _ACTIVATIONS = {
 }
 
 
-def _activation(name, model_type):
+def activation_name(name, model_type):
     if name not in _ACTIVATIONS:
         raise NotImplementedError(
             f"{model_type}: MLP activation '{name}' has no closed-form Jacobian here; "
@@ -189,41 +195,41 @@ def _activation(name, model_type):
     return _ACTIVATIONS[name]
 
 
-def _t(tensor):
+def float32_detached(tensor):
     """A parameter as a detached float32 tensor (None stays None)."""
     return None if tensor is None else tensor.detach().to(torch.float32)
 
 
-def _layernorm(module):
-    return NormParts("layernorm", _t(module.weight), _t(module.bias), float(module.eps))
+def layernorm_parts(module):
+    return NormParts("layernorm", float32_detached(module.weight), float32_detached(module.bias), float(module.eps))
 
 
-def _rmsnorm(module):
+def rmsnorm_parts(module):
     eps = getattr(module, "variance_epsilon", None)
     if eps is None:
         eps = module.eps
-    return NormParts("rmsnorm", _t(module.weight), None, float(eps))
+    return NormParts("rmsnorm", float32_detached(module.weight), None, float(eps))
 
 
-def _gemma_rmsnorm(module):
+def gemma_rmsnorm_parts(module):
     """Gemma's RMSNorm multiplies by ``1 + weight`` (its weights are stored around zero)."""
-    return NormParts("rmsnorm", 1.0 + _t(module.weight), None, float(module.eps))
+    return NormParts("rmsnorm", 1.0 + float32_detached(module.weight), None, float(module.eps))
 
 
-def _linear_parts(module):
-    return _t(module.weight), _t(module.bias)
+def linear_parts(module):
+    return float32_detached(module.weight), float32_detached(module.bias)
 
 
-def _conv1d_parts(module):
+def conv1d_parts(module):
     """GPT-2 ``Conv1D``: ``y = x @ W + b`` with ``W`` stored ``(in, out)``."""
-    return _t(module.weight).T.contiguous(), _t(module.bias)
+    return float32_detached(module.weight).T.contiguous(), float32_detached(module.bias)
 
 
 # --------------------------------------------------------------------------- families
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """Where one canonical projection lives and how to cut it out.
 
     ``key`` is relative to the layer (``attention.dense.weight``), ``shape`` is the
@@ -236,32 +242,32 @@ class _Source:
     take: Callable[[torch.Tensor], torch.Tensor] = lambda w: w
 
 
-def _linear(key, out_features, in_features):
+def linear_source(key, out_features, in_features):
     """An ``nn.Linear`` weight: stored ``(out, in)`` already."""
-    return _Source(key, (out_features, in_features))
+    return Source(key, (out_features, in_features))
 
 
-def _conv1d(key, out_features, in_features):
+def conv1d_source(key, out_features, in_features):
     """A GPT-2 ``Conv1D`` weight: stored ``(in, out)``, so transpose."""
-    return _Source(key, (in_features, out_features), lambda w: w.T)
+    return Source(key, (in_features, out_features), lambda w: w.T)
 
 
-def _fused_per_head(key, g, part):
+def fused_per_head_source(key, g, part):
     """Fused QKV with rows ordered ``(n_heads, 3, head_dim)`` (GPT-NeoX, BLOOM)."""
     nh, hd, d = g.n_heads, g.head_dim, g.d_model
-    return _Source(key, (3 * nh * hd, d), lambda w: w.view(nh, 3, hd, d)[:, part].reshape(nh * hd, d))
+    return Source(key, (3 * nh * hd, d), lambda w: w.view(nh, 3, hd, d)[:, part].reshape(nh * hd, d))
 
 
-def _rows(key, shape, start, stop):
+def rows_source(key, shape, start, stop):
     """Rows ``start:stop`` of a fused ``nn.Linear`` weight whose parts are stacked along the
     output dimension (Phi-3 ``qkv_proj`` and ``gate_up_proj``, MPT ``Wqkv``)."""
-    return _Source(key, shape, lambda w: w[start:stop])
+    return Source(key, shape, lambda w: w[start:stop])
 
 
-def _fused_conv1d(key, g, part):
+def fused_conv1d_source(key, g, part):
     """GPT-2 ``c_attn``: stored ``(d, 3 d)`` with q, k, v contiguous along columns."""
     width = g.n_heads * g.head_dim
-    return _Source(key, (g.d_model, 3 * width), lambda w: w[:, part * width : (part + 1) * width].T)
+    return Source(key, (g.d_model, 3 * width), lambda w: w[:, part * width : (part + 1) * width].T)
 
 
 class FamilyAdapter:
@@ -309,11 +315,11 @@ class FamilyAdapter:
     def _geometry(self, config) -> Geometry:
         raise NotImplementedError
 
-    def sources(self) -> dict[str, _Source]:
+    def sources(self) -> dict[str, Source]:
         """Canonical name -> stored tensor, for every projection this family has."""
         raise NotImplementedError
 
-    def layer_sources(self, layer) -> dict[str, _Source]:
+    def layer_sources(self, layer) -> dict[str, Source]:
         """:meth:`sources` of one layer, for families whose layers differ in shape."""
         return self.sources()
 
@@ -387,19 +393,19 @@ class FamilyAdapter:
             f"{self.model_type}: the pre-MLP residual stream is not implemented for this family")
 
 
-def _attention_parts(w_v, b_v, w_o, b_o, g):
+def attention_parts(w_v, b_v, w_o, b_o, g):
     return dict(d_model=g.d_model, n_heads=g.n_heads, n_kv_heads=g.n_kv_heads, head_dim=g.head_dim,
                 w_v=w_v, b_v=b_v, w_o=w_o, b_o=b_o)
 
 
-def _ungated(g, value, out, up, down, **rest):
+def ungated_parts(g, value, out, up, down, **rest):
     """:class:`BlockParts` of a block with a non-gated MLP, from the ``(weight, bias)`` pairs of
     its value, attention output, MLP input and MLP output projections."""
-    return BlockParts(**_attention_parts(*value, *out, g), w_up=up[0], b_up=up[1], w_down=down[0], b_down=down[1],
+    return BlockParts(**attention_parts(*value, *out, g), w_up=up[0], b_up=up[1], w_down=down[0], b_down=down[1],
                       **rest)
 
 
-def _heads(config):
+def head_counts(config):
     """(n_heads, n_kv_heads, head_dim) with the usual transformers defaults."""
     nh = config.num_attention_heads
     nkv = getattr(config, "num_key_value_heads", None) or nh

@@ -1,7 +1,7 @@
 """BERT (encoder).
 """
 
-from crosslayer.models.adapters.base import FamilyAdapter, Geometry, _heads, _linear
+from crosslayer.models.adapters.base import FamilyAdapter, Geometry, head_counts, linear_source
 
 
 class BertAdapter(FamilyAdapter):
@@ -14,7 +14,7 @@ class BertAdapter(FamilyAdapter):
     limits = "has no causal residual stream"
 
     def _geometry(self, c):
-        nh, _, hd = _heads(c)
+        nh, _, hd = head_counts(c)
         return Geometry("bert", c.num_hidden_layers, c.hidden_size, c.intermediate_size,
                         nh, nh, hd, c.hidden_act, False, False)
 
@@ -22,12 +22,12 @@ class BertAdapter(FamilyAdapter):
         g = self.geometry
         d, width = g.d_model, g.n_heads * g.head_dim
         return {
-            "q": _linear("attention.self.query.weight", width, d),
-            "k": _linear("attention.self.key.weight", width, d),
-            "v": _linear("attention.self.value.weight", width, d),
-            "o": _linear("attention.output.dense.weight", d, width),
-            "up": _linear("intermediate.dense.weight", g.d_ff, d),
-            "down": _linear("output.dense.weight", d, g.d_ff),
+            "q": linear_source("attention.self.query.weight", width, d),
+            "k": linear_source("attention.self.key.weight", width, d),
+            "v": linear_source("attention.self.value.weight", width, d),
+            "o": linear_source("attention.output.dense.weight", d, width),
+            "up": linear_source("intermediate.dense.weight", g.d_ff, d),
+            "down": linear_source("output.dense.weight", d, g.d_ff),
         }
 
     def block_parts(self, block):

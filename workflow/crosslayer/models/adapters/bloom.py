@@ -1,7 +1,7 @@
 """BLOOM.
 """
 
-from crosslayer.models.adapters.base import Geometry, _heads, _layernorm, _linear_parts, _ungated
+from crosslayer.models.adapters.base import Geometry, head_counts, layernorm_parts, linear_parts, ungated_parts
 from crosslayer.models.adapters.gpt_neox import GPTNeoXAdapter
 
 
@@ -14,7 +14,7 @@ class BloomAdapter(GPTNeoXAdapter):
     attention = "self_attention"
 
     def _geometry(self, c):
-        nh, _, hd = _heads(c)
+        nh, _, hd = head_counts(c)
         d = c.hidden_size
         return Geometry("bloom", c.num_hidden_layers, d, 4 * d, nh, nh, hd, "gelu_new", False, False)
 
@@ -24,10 +24,10 @@ class BloomAdapter(GPTNeoXAdapter):
             raise NotImplementedError(
                 "bloom: apply_residual_connection_post_layernorm=True (residual taken after the norm) "
                 "is not supported for single-token Jacobians")
-        return _ungated(
-            self.geometry, self._fused_v(block.self_attention), _linear_parts(block.self_attention.dense),
-            _linear_parts(block.mlp.dense_h_to_4h), _linear_parts(block.mlp.dense_4h_to_h), activation="gelu_tanh",
-            attn_pre_norm=_layernorm(block.input_layernorm), mlp_pre_norm=_layernorm(block.post_attention_layernorm))
+        return ungated_parts(
+            self.geometry, self._fused_v(block.self_attention), linear_parts(block.self_attention.dense),
+            linear_parts(block.mlp.dense_h_to_4h), linear_parts(block.mlp.dense_4h_to_h), activation="gelu_tanh",
+            attn_pre_norm=layernorm_parts(block.input_layernorm), mlp_pre_norm=layernorm_parts(block.post_attention_layernorm))
 
     def pre_mlp_residual_module(self, block):
         """``post_attention_layernorm`` reads ``self_attention``'s output, which already

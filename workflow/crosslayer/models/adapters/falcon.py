@@ -4,12 +4,12 @@
 from crosslayer.models.adapters.base import (
     FamilyAdapter,
     Geometry,
-    _activation,
-    _layernorm,
-    _linear,
-    _linear_parts,
-    _Source,
-    _ungated,
+    Source,
+    activation_name,
+    layernorm_parts,
+    linear_parts,
+    linear_source,
+    ungated_parts,
 )
 
 
@@ -49,27 +49,27 @@ class FalconAdapter(FamilyAdapter):
         d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
         key, shape = "self_attention.query_key_value.weight", (q + 2 * kv, d)
         return {
-            **{name: _Source(key, shape, lambda w, i=i: self._split_qkv(w)[i]) for i, name in enumerate("qkv")},
-            "o": _linear("self_attention.dense.weight", d, q),
-            "up": _linear("mlp.dense_h_to_4h.weight", g.d_ff, d),
-            "down": _linear("mlp.dense_4h_to_h.weight", d, g.d_ff),
+            **{name: Source(key, shape, lambda w, i=i: self._split_qkv(w)[i]) for i, name in enumerate("qkv")},
+            "o": linear_source("self_attention.dense.weight", d, q),
+            "up": linear_source("mlp.dense_h_to_4h.weight", g.d_ff, d),
+            "down": linear_source("mlp.dense_4h_to_h.weight", d, g.d_ff),
         }
 
     def _norms(self, block):
         """``(attention's pre-norm, MLP's pre-norm)`` as the block applies them."""
         if self.geometry.parallel_attn_mlp and hasattr(block, "ln_attn"):
-            return _layernorm(block.ln_attn), _layernorm(block.ln_mlp)
+            return layernorm_parts(block.ln_attn), layernorm_parts(block.ln_mlp)
         if self.geometry.parallel_attn_mlp:
-            return (_layernorm(block.input_layernorm),) * 2
-        return _layernorm(block.input_layernorm), _layernorm(block.post_attention_layernorm)
+            return (layernorm_parts(block.input_layernorm),) * 2
+        return layernorm_parts(block.input_layernorm), layernorm_parts(block.post_attention_layernorm)
 
     def block_parts(self, block):
-        w_qkv, b_qkv = _linear_parts(block.self_attention.query_key_value)
+        w_qkv, b_qkv = linear_parts(block.self_attention.query_key_value)
         value = self._split_qkv(w_qkv)[2], None if b_qkv is None else self._split_qkv(b_qkv)[2]
         attn_pre, mlp_pre = self._norms(block)
-        return _ungated(
-            self.geometry, value, _linear_parts(block.self_attention.dense), _linear_parts(block.mlp.dense_h_to_4h),
-            _linear_parts(block.mlp.dense_4h_to_h), activation=_activation(self.config.activation, self.model_type),
+        return ungated_parts(
+            self.geometry, value, linear_parts(block.self_attention.dense), linear_parts(block.mlp.dense_h_to_4h),
+            linear_parts(block.mlp.dense_4h_to_h), activation=activation_name(self.config.activation, self.model_type),
             attn_pre_norm=attn_pre, mlp_pre_norm=mlp_pre, parallel=self.geometry.parallel_attn_mlp)
 
     def pre_mlp_residual_module(self, block):

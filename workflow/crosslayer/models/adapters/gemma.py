@@ -1,7 +1,7 @@
 """Gemma.
 """
 
-from crosslayer.models.adapters.base import BlockParts, _gemma_rmsnorm
+from crosslayer.models.adapters.base import BlockParts, gemma_rmsnorm_parts
 from crosslayer.models.adapters.llama import LlamaAdapter
 
 
@@ -12,5 +12,5 @@ class GemmaAdapter(LlamaAdapter):
     model_type = "gemma"
 
     def block_parts(self, block):
-        return BlockParts(**self._weights(block), attn_pre_norm=_gemma_rmsnorm(block.input_layernorm),
-                          mlp_pre_norm=_gemma_rmsnorm(block.post_attention_layernorm))
+        return BlockParts(**self._weights(block), attn_pre_norm=gemma_rmsnorm_parts(block.input_layernorm),
+                          mlp_pre_norm=gemma_rmsnorm_parts(block.post_attention_layernorm))

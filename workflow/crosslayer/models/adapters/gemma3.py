@@ -1,7 +1,7 @@
 """Gemma 3 (text and multimodal).
 """
 
-from crosslayer.models.adapters.base import BlockParts, _gemma_rmsnorm
+from crosslayer.models.adapters.base import BlockParts, gemma_rmsnorm_parts
 from crosslayer.models.adapters.llama import LlamaAdapter
 
 
@@ -19,10 +19,10 @@ class Gemma3TextAdapter(LlamaAdapter):
         return c.hidden_activation
 
     def block_parts(self, block):
-        return BlockParts(**self._weights(block), attn_pre_norm=_gemma_rmsnorm(block.input_layernorm),
-                          attn_post_norm=_gemma_rmsnorm(block.post_attention_layernorm),
-                          mlp_pre_norm=_gemma_rmsnorm(block.pre_feedforward_layernorm),
-                          mlp_post_norm=_gemma_rmsnorm(block.post_feedforward_layernorm))
+        return BlockParts(**self._weights(block), attn_pre_norm=gemma_rmsnorm_parts(block.input_layernorm),
+                          attn_post_norm=gemma_rmsnorm_parts(block.post_attention_layernorm),
+                          mlp_pre_norm=gemma_rmsnorm_parts(block.pre_feedforward_layernorm),
+                          mlp_post_norm=gemma_rmsnorm_parts(block.post_feedforward_layernorm))
 
     def pre_mlp_residual_module(self, block):
         """``pre_feedforward_layernorm`` reads ``x + post_attention_layernorm(attn(x))``."""

@@ -5,7 +5,14 @@ import dataclasses
 
 import numpy as np
 
-from crosslayer.models.adapters.base import GateParts, Geometry, _activation, _linear, _rmsnorm, _t
+from crosslayer.models.adapters.base import (
+    GateParts,
+    Geometry,
+    activation_name,
+    float32_detached,
+    linear_source,
+    rmsnorm_parts,
+)
 from crosslayer.models.adapters.llama import LlamaAdapter
 from crosslayer.models.blocks import block_calls
 
@@ -68,16 +75,16 @@ class Gemma4TextAdapter(LlamaAdapter):
         shared = _kv_sharing_modes(c)[layer] == "reuse"
         d_ff = c.intermediate_size * (2 if c.use_double_wide_mlp and shared else 1)
         sources = {
-            "q": _linear("self_attn.q_proj.weight", q_width, d),
-            "o": _linear("self_attn.o_proj.weight", d, q_width),
-            "gate": _linear("mlp.gate_proj.weight", d_ff, d),
-            "up": _linear("mlp.up_proj.weight", d_ff, d),
-            "down": _linear("mlp.down_proj.weight", d, d_ff),
+            "q": linear_source("self_attn.q_proj.weight", q_width, d),
+            "o": linear_source("self_attn.o_proj.weight", d, q_width),
+            "gate": linear_source("mlp.gate_proj.weight", d_ff, d),
+            "up": linear_source("mlp.up_proj.weight", d_ff, d),
+            "down": linear_source("mlp.down_proj.weight", d, d_ff),
         }
         if not shared:
-            sources["k"] = _linear("self_attn.k_proj.weight", kv_width, d)
+            sources["k"] = linear_source("self_attn.k_proj.weight", kv_width, d)
             k_is_v = c.attention_k_eq_v and c.layer_types[layer] != "sliding_attention"
-            sources["v"] = sources["k"] if k_is_v else _linear("self_attn.v_proj.weight", kv_width, d)
+            sources["v"] = sources["k"] if k_is_v else linear_source("self_attn.v_proj.weight", kv_width, d)
         return sources
 
     def sources(self):
@@ -85,9 +92,9 @@ class Gemma4TextAdapter(LlamaAdapter):
 
     def gate_parts(self, block):
         mlp = block.mlp
-        return GateParts(_rmsnorm(block.pre_feedforward_layernorm), _t(mlp.gate_proj.weight), None,
-                         _t(mlp.up_proj.weight), _t(mlp.down_proj.weight),
-                         _activation(self.geometry.mlp_activation, self.model_type))
+        return GateParts(rmsnorm_parts(block.pre_feedforward_layernorm), float32_detached(mlp.gate_proj.weight), None,
+                         float32_detached(mlp.up_proj.weight), float32_detached(mlp.down_proj.weight),
+                         activation_name(self.geometry.mlp_activation, self.model_type))
 
     def pre_mlp_residual_module(self, block):
         """``pre_feedforward_layernorm`` reads ``x + post_attention_layernorm(attn(x))``."""

@@ -5,7 +5,7 @@ import re
 
 import torch
 
-from crosslayer.models.adapters.base import FamilyAdapter, Geometry, _heads, _Source
+from crosslayer.models.adapters.base import FamilyAdapter, Geometry, Source, head_counts
 
 __all__ = ["GenericAdapter"]
 
@@ -24,7 +24,7 @@ _PER_LAYER_INPUTS = (
     "adapter here, so the generic path (which reruns a block with one recorded call's arguments) would be wrong")
 
 #: Families transformers can run that the generic path must not: a wrong Jacobian would look right.
-_REFUSED = dict.fromkeys(("gemma3n", "gemma3n_text"), _PER_LAYER_INPUTS)
+REFUSED = dict.fromkeys(("gemma3n", "gemma3n_text"), _PER_LAYER_INPUTS)
 
 
 class GenericAdapter(FamilyAdapter):
@@ -60,7 +60,7 @@ class GenericAdapter(FamilyAdapter):
                                                                   "num_attention_heads"))
 
     def _geometry(self, c):
-        nh, nkv, hd = _heads(c)
+        nh, nkv, hd = head_counts(c)
         d_ff = getattr(c, "intermediate_size", None) or 4 * c.hidden_size
         activation = getattr(c, "hidden_act", None) or getattr(c, "hidden_activation", None) or "unknown"
         # gated / parallel are not in a config's standard fields: False, and the gate is read if stored
@@ -72,7 +72,7 @@ class GenericAdapter(FamilyAdapter):
         d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
         shapes = {"q": (q, d), "k": (kv, d), "v": (kv, d), "o": (d, q), "gate": (g.d_ff, d), "up": (g.d_ff, d),
                   "down": (d, g.d_ff)}
-        return {name: _Source(key, shapes[name]) for name, key in self._present.items()}
+        return {name: Source(key, shapes[name]) for name, key in self._present.items()}
 
     def bind_keys(self, keys) -> list[str]:
         """Find the layer stem among a checkpoint's tensor names (the one numbered 0 .. L - 1 that

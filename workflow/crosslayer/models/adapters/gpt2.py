@@ -4,13 +4,13 @@
 from crosslayer.models.adapters.base import (
     FamilyAdapter,
     Geometry,
-    _activation,
-    _conv1d,
-    _conv1d_parts,
-    _fused_conv1d,
-    _heads,
-    _layernorm,
-    _ungated,
+    activation_name,
+    conv1d_parts,
+    conv1d_source,
+    fused_conv1d_source,
+    head_counts,
+    layernorm_parts,
+    ungated_parts,
 )
 
 
@@ -21,7 +21,7 @@ class GPT2Adapter(FamilyAdapter):
     layer_key = "h.{layer}"
 
     def _geometry(self, c):
-        nh, _, hd = _heads(c)
+        nh, _, hd = head_counts(c)
         d = c.hidden_size
         return Geometry("gpt2", c.num_hidden_layers, d, c.n_inner or 4 * d, nh, nh, hd,
                         c.activation_function, False, False)
@@ -29,24 +29,24 @@ class GPT2Adapter(FamilyAdapter):
     def sources(self):
         g, qkv = self.geometry, "attn.c_attn.weight"
         return {
-            "q": _fused_conv1d(qkv, g, 0),
-            "k": _fused_conv1d(qkv, g, 1),
-            "v": _fused_conv1d(qkv, g, 2),
-            "o": _conv1d("attn.c_proj.weight", g.d_model, g.n_heads * g.head_dim),
-            "up": _conv1d("mlp.c_fc.weight", g.d_ff, g.d_model),
-            "down": _conv1d("mlp.c_proj.weight", g.d_model, g.d_ff),
+            "q": fused_conv1d_source(qkv, g, 0),
+            "k": fused_conv1d_source(qkv, g, 1),
+            "v": fused_conv1d_source(qkv, g, 2),
+            "o": conv1d_source("attn.c_proj.weight", g.d_model, g.n_heads * g.head_dim),
+            "up": conv1d_source("mlp.c_fc.weight", g.d_ff, g.d_model),
+            "down": conv1d_source("mlp.c_proj.weight", g.d_model, g.d_ff),
         }
 
     def block_parts(self, block):
         """Pre-norm LayerNorms ``ln_1``/``ln_2``, sequential; Conv1D weights transposed."""
         g = self.geometry
         width = g.n_heads * g.head_dim
-        w_qkv, b_qkv = _conv1d_parts(block.attn.c_attn)  # (3 width, d): q, k, v stacked
+        w_qkv, b_qkv = conv1d_parts(block.attn.c_attn)  # (3 width, d): q, k, v stacked
         value = w_qkv[2 * width:], None if b_qkv is None else b_qkv[2 * width:]
-        return _ungated(
-            g, value, _conv1d_parts(block.attn.c_proj), _conv1d_parts(block.mlp.c_fc), _conv1d_parts(block.mlp.c_proj),
-            activation=_activation(self.config.activation_function, self.model_type),
-            attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
+        return ungated_parts(
+            g, value, conv1d_parts(block.attn.c_proj), conv1d_parts(block.mlp.c_fc), conv1d_parts(block.mlp.c_proj),
+            activation=activation_name(self.config.activation_function, self.model_type),
+            attn_pre_norm=layernorm_parts(block.ln_1), mlp_pre_norm=layernorm_parts(block.ln_2))
 
     def pre_mlp_residual_module(self, block):
         """``ln_2`` normalises the MLP input ``x + attn(x)`` (no cross-attention in decoders)."""

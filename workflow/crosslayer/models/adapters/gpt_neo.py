@@ -4,12 +4,12 @@
 from crosslayer.models.adapters.base import (
     FamilyAdapter,
     Geometry,
-    _activation,
-    _heads,
-    _layernorm,
-    _linear,
-    _linear_parts,
-    _ungated,
+    activation_name,
+    head_counts,
+    layernorm_parts,
+    linear_parts,
+    linear_source,
+    ungated_parts,
 )
 
 
@@ -21,7 +21,7 @@ class GPTNeoAdapter(FamilyAdapter):
     layer_key = "h.{layer}"
 
     def _geometry(self, c):
-        nh, _, hd = _heads(c)
+        nh, _, hd = head_counts(c)
         d = c.hidden_size
         return Geometry("gpt_neo", c.num_layers, d, c.intermediate_size or 4 * d, nh, nh, hd,
                         c.activation_function, False, False)
@@ -30,20 +30,20 @@ class GPTNeoAdapter(FamilyAdapter):
         g = self.geometry
         d, width = g.d_model, g.n_heads * g.head_dim
         return {
-            "q": _linear("attn.attention.q_proj.weight", width, d),
-            "k": _linear("attn.attention.k_proj.weight", width, d),
-            "v": _linear("attn.attention.v_proj.weight", width, d),
-            "o": _linear("attn.attention.out_proj.weight", d, width),
-            "up": _linear("mlp.c_fc.weight", g.d_ff, d),
-            "down": _linear("mlp.c_proj.weight", d, g.d_ff),
+            "q": linear_source("attn.attention.q_proj.weight", width, d),
+            "k": linear_source("attn.attention.k_proj.weight", width, d),
+            "v": linear_source("attn.attention.v_proj.weight", width, d),
+            "o": linear_source("attn.attention.out_proj.weight", d, width),
+            "up": linear_source("mlp.c_fc.weight", g.d_ff, d),
+            "down": linear_source("mlp.c_proj.weight", d, g.d_ff),
         }
 
     def block_parts(self, block):
         attn = block.attn.attention
-        return _ungated(
-            self.geometry, _linear_parts(attn.v_proj), _linear_parts(attn.out_proj), _linear_parts(block.mlp.c_fc),
-            _linear_parts(block.mlp.c_proj), activation=_activation(self.config.activation_function, self.model_type),
-            attn_pre_norm=_layernorm(block.ln_1), mlp_pre_norm=_layernorm(block.ln_2))
+        return ungated_parts(
+            self.geometry, linear_parts(attn.v_proj), linear_parts(attn.out_proj), linear_parts(block.mlp.c_fc),
+            linear_parts(block.mlp.c_proj), activation=activation_name(self.config.activation_function, self.model_type),
+            attn_pre_norm=layernorm_parts(block.ln_1), mlp_pre_norm=layernorm_parts(block.ln_2))
 
     def pre_mlp_residual_module(self, block):
         """``ln_2`` normalises the MLP input ``x + attn(x)``."""

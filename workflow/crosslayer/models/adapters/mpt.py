@@ -4,11 +4,11 @@
 from crosslayer.models.adapters.base import (
     FamilyAdapter,
     Geometry,
-    _layernorm,
-    _linear,
-    _linear_parts,
-    _rows,
-    _ungated,
+    layernorm_parts,
+    linear_parts,
+    linear_source,
+    rows_source,
+    ungated_parts,
 )
 
 
@@ -27,22 +27,22 @@ class MptAdapter(FamilyAdapter):
         g = self.geometry
         d = g.d_model
         return {
-            "q": _rows("attn.Wqkv.weight", (3 * d, d), 0, d),
-            "k": _rows("attn.Wqkv.weight", (3 * d, d), d, 2 * d),
-            "v": _rows("attn.Wqkv.weight", (3 * d, d), 2 * d, 3 * d),
-            "o": _linear("attn.out_proj.weight", d, d),
-            "up": _linear("ffn.up_proj.weight", g.d_ff, d),
-            "down": _linear("ffn.down_proj.weight", d, g.d_ff),
+            "q": rows_source("attn.Wqkv.weight", (3 * d, d), 0, d),
+            "k": rows_source("attn.Wqkv.weight", (3 * d, d), d, 2 * d),
+            "v": rows_source("attn.Wqkv.weight", (3 * d, d), 2 * d, 3 * d),
+            "o": linear_source("attn.out_proj.weight", d, d),
+            "up": linear_source("ffn.up_proj.weight", g.d_ff, d),
+            "down": linear_source("ffn.down_proj.weight", d, g.d_ff),
         }
 
     def block_parts(self, block):
         d = self.geometry.d_model
-        w_qkv, b_qkv = _linear_parts(block.attn.Wqkv)  # (3 d, d): q, k, v stacked
+        w_qkv, b_qkv = linear_parts(block.attn.Wqkv)  # (3 d, d): q, k, v stacked
         value = w_qkv[2 * d:], None if b_qkv is None else b_qkv[2 * d:]
-        return _ungated(
-            self.geometry, value, _linear_parts(block.attn.out_proj), _linear_parts(block.ffn.up_proj),
-            _linear_parts(block.ffn.down_proj), activation="gelu", attn_pre_norm=_layernorm(block.norm_1),
-            mlp_pre_norm=_layernorm(block.norm_2))
+        return ungated_parts(
+            self.geometry, value, linear_parts(block.attn.out_proj), linear_parts(block.ffn.up_proj),
+            linear_parts(block.ffn.down_proj), activation="gelu", attn_pre_norm=layernorm_parts(block.norm_1),
+            mlp_pre_norm=layernorm_parts(block.norm_2))
 
     def pre_mlp_residual_module(self, block):
         """``norm_2`` reads ``x + attn(x)``."""

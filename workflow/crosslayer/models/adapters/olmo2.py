@@ -1,7 +1,7 @@
 """OLMo 2.
 """
 
-from crosslayer.models.adapters.base import BlockParts, _rmsnorm
+from crosslayer.models.adapters.base import BlockParts, rmsnorm_parts
 from crosslayer.models.adapters.llama import LlamaAdapter
 
 
@@ -14,8 +14,8 @@ class Olmo2Adapter(LlamaAdapter):
         """No input norms: RMSNorm on each sublayer's *output* before the residual add
         (``post_attention_layernorm``, ``post_feedforward_layernorm``). q_norm/k_norm do
         not matter for one token."""
-        return BlockParts(**self._weights(block), attn_post_norm=_rmsnorm(block.post_attention_layernorm),
-                          mlp_post_norm=_rmsnorm(block.post_feedforward_layernorm))
+        return BlockParts(**self._weights(block), attn_post_norm=rmsnorm_parts(block.post_attention_layernorm),
+                          mlp_post_norm=rmsnorm_parts(block.post_feedforward_layernorm))
 
     def pre_mlp_residual_module(self, block):
         """No MLP pre-norm: the MLP itself reads ``x + post_attention_layernorm(attn(x))``."""

@@ -4,12 +4,12 @@
 from crosslayer.models.adapters.base import (
     FamilyAdapter,
     Geometry,
-    _activation,
-    _heads,
-    _layernorm,
-    _linear,
-    _linear_parts,
-    _ungated,
+    activation_name,
+    head_counts,
+    layernorm_parts,
+    linear_parts,
+    linear_source,
+    ungated_parts,
 )
 
 
@@ -21,7 +21,7 @@ class PhiAdapter(FamilyAdapter):
     layer_key = "layers.{layer}"
 
     def _geometry(self, c):
-        nh, nkv, hd = _heads(c)
+        nh, nkv, hd = head_counts(c)
         return Geometry("phi", c.num_hidden_layers, c.hidden_size, c.intermediate_size, nh, nkv, hd,
                         c.hidden_act, False, True)
 
@@ -29,20 +29,20 @@ class PhiAdapter(FamilyAdapter):
         g = self.geometry
         d, q, kv = g.d_model, g.n_heads * g.head_dim, g.n_kv_heads * g.head_dim
         return {
-            "q": _linear("self_attn.q_proj.weight", q, d),
-            "k": _linear("self_attn.k_proj.weight", kv, d),
-            "v": _linear("self_attn.v_proj.weight", kv, d),
-            "o": _linear("self_attn.dense.weight", d, q),
-            "up": _linear("mlp.fc1.weight", g.d_ff, d),
-            "down": _linear("mlp.fc2.weight", d, g.d_ff),
+            "q": linear_source("self_attn.q_proj.weight", q, d),
+            "k": linear_source("self_attn.k_proj.weight", kv, d),
+            "v": linear_source("self_attn.v_proj.weight", kv, d),
+            "o": linear_source("self_attn.dense.weight", d, q),
+            "up": linear_source("mlp.fc1.weight", g.d_ff, d),
+            "down": linear_source("mlp.fc2.weight", d, g.d_ff),
         }
 
     def block_parts(self, block):
-        norm = _layernorm(block.input_layernorm)
-        return _ungated(
-            self.geometry, _linear_parts(block.self_attn.v_proj), _linear_parts(block.self_attn.dense),
-            _linear_parts(block.mlp.fc1), _linear_parts(block.mlp.fc2),
-            activation=_activation(self.config.hidden_act, self.model_type), attn_pre_norm=norm, mlp_pre_norm=norm,
+        norm = layernorm_parts(block.input_layernorm)
+        return ungated_parts(
+            self.geometry, linear_parts(block.self_attn.v_proj), linear_parts(block.self_attn.dense),
+            linear_parts(block.mlp.fc1), linear_parts(block.mlp.fc2),
+            activation=activation_name(self.config.hidden_act, self.model_type), attn_pre_norm=norm, mlp_pre_norm=norm,
             parallel=True)
 
     def pre_mlp_residual_module(self, block):
