@@ -1,3 +1,6 @@
+"""Shared test setup. Tiny random models of every family: tests/tiny_families.py (``tiny_model(family)``
+and the shared shapes); the reduced workflow config: tests/configs/tiny.yaml."""
+
 import os
 
 import matplotlib

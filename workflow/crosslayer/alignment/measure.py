@@ -134,7 +134,6 @@ def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="c
     result : dict
         The arrays of :func:`checkpoint_alignment` plus ``d_model``, ``k``, ``step``.
     """
-
     release_freed_memory()  # else heap fragmentation grows memory by ~35 MiB per layer at d = 2048
 
     model, revision = manifest["model"], manifest.get("revision")
@@ -170,7 +169,6 @@ def mean_gate(parts, h):
     h : (N, d) torch.Tensor
         The residual stream entering the MLP sub-layer, one row per sample.
     """
-
     x = apply_norm(parts.pre_norm, h.to(torch.float32))
     z = x @ parts.w_gate.T.to(x.device) + (0 if parts.b_gate is None else parts.b_gate.to(x.device))
     return activation(parts.activation, z.double()).mean(0)
@@ -198,7 +196,6 @@ def gated_alignment(model, acts, *, k=10, method="arpack", gap_tol=1e-3, progres
     ValueError
         The model's MLPs are not gated, or `acts` does not match its depth.
     """
-
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
     if not adapter.geometry.gated_mlp:

@@ -260,7 +260,6 @@ def gated_rows(model, steps, static, gated):
         (read) subspaces, and the mean over layers of the overlap between a layer's static and
         gated subspaces (1: the gate leaves the subspace unchanged).
     """
-
     rows = []
     for step, s, g in zip(steps, static, gated):
         row = {"model": model, "step": step}

@@ -353,7 +353,6 @@ def continuity_checkpoint(manifest, *, projections=PROJECTIONS, device="cpu"):
     dict of ndarray
         The arrays of :func:`checkpoint_continuity` plus ``step`` and ``n_layers``.
     """
-
     release_freed_memory()
     model, revision = manifest["model"], manifest.get("revision")
     with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:

@@ -24,7 +24,6 @@ SAMPLE_SOURCES = ("corpus", "dataset")
 
 def corpus_paragraphs(text_path):
     """Non-empty lines of a corpus text file (one paragraph per line, like WikiText's rows)."""
-
     return [line for article in read_articles(text_path) for line in article.splitlines()]
 
 

@@ -150,7 +150,6 @@ def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max
     result : dict of ndarray
         ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) the texts' ids.
     """
-
     context = {"model": manifest["model"], "revision": manifest.get("revision")}
     model, tokenizer = loaded or load_model(manifest, device=device)
     if tokenizer is None:

@@ -35,7 +35,6 @@ def single_token_block_fn(block, model):
         mask); ``extra`` holds the sample's own further inputs where the family has them
         (:meth:`~crosslayer.models.adapters.base.FamilyAdapter.jacobian_inputs`: Gemma 4's per-layer inputs).
     """
-
     forward = adapter_for(model).single_token_forward(model, block)
 
     def f(x, extra=None):

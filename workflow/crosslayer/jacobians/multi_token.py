@@ -182,7 +182,6 @@ _CONSTANTS_BYTES = 1 << 30
 def _block_constants(adapter, block, device):
     """The block's closed-form parts and their prepared constants, kept (within the budget) while
     its weights stay the same tensors unmodified (an in-place change bumps a tensor's version)."""
-
     key = (device, tuple((p.data_ptr(), p._version) for p in block.parameters()))
     cached = _CONSTANTS.pop(block, None)
     if cached is None or cached[0] != key:
@@ -223,7 +222,6 @@ def _split_jacobian(adapter, call, chunk_bytes):
     :func:`crosslayer.jacobians.closed_form.branch_jacobian_with_attention`. The block's own output checks
     the decomposition: a block it does not describe falls back to the generic sweep.
     """
-
     if not adapter.closed_form or adapter.token_input_width:
         return None  # no closed form for this family: the generic sweep is its route, not a fallback
     try:

@@ -120,7 +120,6 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
         At once when the repo, revision or file does not exist, access is denied, or the
         revision is not cached while offline; after ``attempts`` tries for transient errors.
     """
-
     def fetch(patterns):
         path = snapshot_download(
             repo_id=repo, revision=revision, cache_dir=cache_dir, allow_patterns=patterns, token=token
