@@ -29,7 +29,7 @@ def local_models():
     for name, entry in config["models"].items():
         if entry["source"] != "local":
             continue
-        from crosslayer.models.adapters.base import checkpoint_adapter  # imports transformers: only when needed
+        from crosslayer.models.weights import checkpoint_adapter  # imports transformers: only when needed
         from crosslayer.errors import CheckpointError
 
         try:  # every step's config.json, so that none fails in a job instead
