@@ -3,6 +3,8 @@ imports inside functions count too, which is how the last cycle, adapters -> tok
 jacobian -> adapters, hid), and no module or function outgrows what a reader can hold."""
 
 import ast
+import importlib.util
+import re
 from pathlib import Path
 
 LIBRARY = Path(__file__).resolve().parents[1] / "workflow" / "crosslayer"
@@ -122,3 +124,18 @@ def test_imports_sit_at_module_top_unless_heavy():
                         local.add((path.name, "." if node.level else node.module.split(".")[0]))
     misplaced = sorted((name, module) for name, module in local if module not in LAZY)
     assert not misplaced, f"imports inside functions that belong at the top of their module: {misplaced}"
+
+
+def test_the_rules_import_what_the_library_has():
+    # .smk files are not Python to the test tools above: their imports are checked here, by name
+    rules = [*(LIBRARY.parents[1] / "workflow" / "rules").glob("*.smk"), LIBRARY.parents[1] / "Snakefile"]
+    imports = [(path.name, m[1], [n.split(" as ")[0].strip() for n in m[2].split(",")]) for path in rules
+               for m in re.finditer(r"^\s*from (crosslayer[\w.]*) import ([\w, ]+)", path.read_text(), re.M)]
+    assert len(imports) >= 3
+
+    def has(module, attr):  # a name in the module, or a submodule of the package
+        found = importlib.import_module(module)
+        return hasattr(found, attr) or (hasattr(found, "__path__") and importlib.util.find_spec(f"{module}.{attr}"))
+
+    missing = [f"{name}: {module}.{attr}" for name, module, attrs in imports for attr in attrs if not has(module, attr)]
+    assert not missing, f"the rules import names the library lacks: {missing}"
