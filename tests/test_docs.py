@@ -1,5 +1,6 @@
 """The documents stay true to the code: docs/library.md's examples run, in order, in one namespace
-(as a notebook would), and every library path README and docs/ name imports."""
+(as a notebook would), and every library path the documents name (README, config/README.md, docs/,
+the env files' comments, the report's captions) imports."""
 
 import importlib
 import re
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTS = [ROOT / "README.md", ROOT / "config" / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "envs").glob("*.yaml")), *sorted((ROOT / "workflow" / "report").glob("*.rst"))]
 
 
 def python_blocks(path):
