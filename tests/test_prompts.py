@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from crosslayer.data.prompts import COT_SUFFIX, collect_prompts, file_prompts, read_prompts, write_prompts
@@ -56,3 +57,26 @@ def test_dataset_prompts_from_a_local_dataset_directory(tmp_path):
         out.write(json.dumps({"question": "  ", "answer": ""}) + "\n")
     with pytest.raises(ValueError, match="dataset 'gsm8k' row 5 .* is an empty prompt"):
         collect_prompts(datasets=[{**spec, "n": 6}])
+
+
+def test_a_seeded_dataset_sample_spans_the_split_in_order_and_keeps_row_ids(tmp_path):
+    # MMLU's `all` config is sorted by subject: its first rows are one or two subjects
+    data = tmp_path / "mmlu"
+    data.mkdir()
+    subjects = [f"subject{i // 10}" for i in range(50)]
+    with open(data / "test.jsonl", "w") as out:
+        for i, subject in enumerate(subjects):
+            out.write(json.dumps({"question": f"{subject} question {i}"}) + "\n")
+    spec = {"label": "mmlu", "path": str(data), "split": "test", "field": "question", "n": 10, "seed": 3,
+            "cache_dir": str(tmp_path / "cache")}
+    rows = collect_prompts(datasets=[spec])
+    picked = np.sort(np.random.default_rng(3).choice(50, size=10, replace=False))  # the draw, independently
+    assert [r["id"] for r in rows] == [f"mmlu:{i}" for i in picked]
+    assert [r["text"] for r in rows] == [f"{subjects[i]} question {i}" for i in picked]
+    assert len({subjects[i] for i in picked}) > 2  # the first 10 rows would be one subject
+    assert rows == collect_prompts(datasets=[spec])  # the same seed, the same prompts
+    assert rows != collect_prompts(datasets=[{**spec, "seed": 4}])
+    first = collect_prompts(datasets=[{**spec, "seed": None}])
+    assert [r["id"] for r in first] == [f"mmlu:{i}" for i in range(10)]
+    with pytest.raises(ValueError, match="50 rows in split 'test', fewer than n = 51"):
+        collect_prompts(datasets=[{**spec, "n": 51}])

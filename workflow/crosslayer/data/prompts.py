@@ -5,7 +5,9 @@ Three sources, concatenated in this order, one file format for the later stages:
 * a prompt file: one prompt per line, ``#`` comments and blank lines skipped;
 * paragraphs of the offline training corpus (the embedded default);
 * test prompts of benchmark datasets loaded with ``datasets`` (the paper: ARC, GSM8K, HellaSwag,
-  MMLU, TruthfulQA, Winogrande; 200 each), the first ``n`` rows in dataset order.
+  MMLU, TruthfulQA, Winogrande; 200 each): the first ``n`` rows, or with a ``seed`` ``n`` rows drawn
+  across the whole split (MMLU's ``all`` is sorted by subject: its first 200 rows are two subjects),
+  kept in dataset order.
 
 With ``cot`` every prompt also appears with the zero-shot chain-of-thought suffix
 (:data:`COT_SUFFIX`, the paper's comparison) as variant ``cot``. Each prompt is written as a JSON
@@ -15,6 +17,8 @@ is line 12 of that file), so an error about a prompt can be traced to it.
 
 import json
 from pathlib import Path
+
+import numpy as np
 
 from crosslayer.data.samples import corpus_paragraphs, dataset_texts
 
@@ -44,18 +48,20 @@ def _corpus_prompts(text_path, n, min_words):
 
 def _dataset_prompts(spec):
     texts = dataset_texts(spec["path"], name=spec.get("name"), split=spec["split"], revision=spec.get("revision"),
-                          field=spec["field"], cache_dir=spec.get("cache_dir"), key="coupling.prompts.datasets")[: spec["n"]]
-    label = spec.get("label") or spec["path"]
-    rows = []
-    for i, text in enumerate(texts):
-        text = (text or "").strip()
+                          field=spec["field"], cache_dir=spec.get("cache_dir"), key="coupling.prompts.datasets")
+    label, n = spec.get("label") or spec["path"], spec["n"]
+    if len(texts) < n:
+        raise ValueError(f"dataset {label!r} has {len(texts)} rows in split {spec['split']!r}, fewer than n = {n}")
+    rows = range(n) if spec.get("seed") is None else np.sort(
+        np.random.default_rng(spec["seed"]).choice(len(texts), size=n, replace=False))
+    prompts = []
+    for i in map(int, rows):  # ids keep the dataset's row number, so a prompt can be traced to its row
+        text = (texts[i] or "").strip()
         if not text:
             raise ValueError(f"dataset {label!r} row {i} (field {spec['field']!r}) is an empty prompt; "
                              "choose another field or split")
-        rows.append((f"{label}:{i}", text))
-    if len(rows) < spec["n"]:
-        raise ValueError(f"dataset {label!r} has {len(rows)} rows in split {spec['split']!r}, fewer than n = {spec['n']}")
-    return rows
+        prompts.append((f"{label}:{i}", text))
+    return prompts
 
 
 def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20, datasets=(), cot=False):
@@ -69,7 +75,7 @@ def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20
         The corpus text file; its first `corpus_paragraphs` paragraphs of at least `min_words`
         words are used.
     datasets : sequence of dict
-        ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``revision`` and
+        ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``seed``, ``revision`` and
         ``cache_dir`` (arguments of :func:`crosslayer.data.samples.dataset_texts`).
     cot : bool
         Add every prompt again with :data:`COT_SUFFIX` (variant ``cot``; the others ``plain``).
