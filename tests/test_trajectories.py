@@ -91,7 +91,7 @@ def test_windows_are_centred_and_nan_where_they_do_not_fit():
 def test_pca_agrees_with_the_covariance_eigenvectors():
     rng = np.random.default_rng(3)
     traj = rng.standard_normal((5, 7, 6)) * np.array([5, 3, 1, 0.5, 0.2, 0.1])
-    coords, explained = trajectory_pca(traj)
+    coords, explained = trajectory_pca(traj, fit="all")
     X = traj.reshape(-1, 6)
     w, V = np.linalg.eigh(np.cov(X.T, bias=True))
     assert np.allclose(explained, w[::-1][:2] / w.sum())
@@ -99,3 +99,22 @@ def test_pca_agrees_with_the_covariance_eigenvectors():
         expected = (X - X.mean(0)) @ V[:, -1 - c]
         got = coords[..., c].ravel()
         assert np.allclose(np.abs(got @ expected), np.linalg.norm(got) * np.linalg.norm(expected))
+
+
+def test_pca_fit_on_the_last_layer_projects_every_state_on_its_components():
+    # the paper (A.2.1) fits the PCA on X^L, the last layer's T states, and projects all states
+    rng = np.random.default_rng(4)
+    traj = rng.standard_normal((5, 7, 6)) * np.array([5, 3, 1, 0.5, 0.2, 0.1]) + rng.standard_normal(6)
+    coords, explained = trajectory_pca(traj, fit="last")
+    last = traj[-1]
+    w, V = np.linalg.eigh(np.cov(last.T, bias=True))  # independently: X^L's covariance
+    assert np.allclose(explained, w[::-1][:2] / w.sum())
+    for c in range(2):
+        expected = (traj.reshape(-1, 6) - last.mean(0)) @ V[:, -1 - c]  # every state, centred by X^L's mean
+        got = coords[..., c].ravel()
+        assert np.allclose(np.abs(got @ expected), np.linalg.norm(got) * np.linalg.norm(expected))
+    assert not np.allclose(coords, trajectory_pca(traj, fit="all")[0])
+    one_token = trajectory_pca(traj[:, :1], fit="last")  # X^L of one state: no variance to explain
+    assert one_token[0].shape == (5, 1, 2) and np.isnan(one_token[1]).all()
+    with pytest.raises(ValueError, match="`fit` must be one of"):
+        trajectory_pca(traj, fit="first")

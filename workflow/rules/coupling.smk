@@ -51,6 +51,7 @@ rule block_coupling:
         token_wise=COUPLING["token_wise"],
         window=COUPLING["window"],
         pca_prompts=COUPLING["pca_prompts"],
+        pca_fit=COUPLING["pca_fit"],
         max_tokens=PROMPTS["max_tokens"],
         device=COUPLING["device"],
     script:
@@ -129,6 +130,7 @@ rule plot_coupling:
         tables=COUPLING_TABLES,
         metric=COUPLING["metric"],
         window=COUPLING["window"],
+        pca_fit=COUPLING["pca_fit"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling.py"

@@ -40,7 +40,8 @@ try:
     result = checkpoint_coupling(
         model, token_ids, prompt_ids=prompt_ids, Ks=params.Ks, token=params.token,
         layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
-        token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, window=params.window,
+        token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, pca_fit=params.pca_fit,
+        window=params.window,
         chunk_bytes=memory["chunk_mb"] * 2**20, hold_bytes=memory["hold_mb"] * 2**20,
         progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
 except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint

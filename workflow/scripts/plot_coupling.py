@@ -132,6 +132,7 @@ save(fig, "norms")
 
 # 6. 2-D PCA of the first prompts' trajectories (Fig. 12)
 n_pca = min(len(data[step]["pca"]) for step in shown)
+fit_states = {"last": "X^L, the fit", "all": "all states, the fit"}[snakemake.params.pca_fit]
 fig, axes = plt.subplots(max(n_pca, 1), len(shown), figsize=(5 * len(shown), 4.2 * max(n_pca, 1)),
                          layout="constrained", squeeze=False)
 for col, step in enumerate(shown):
@@ -139,7 +140,7 @@ for col, step in enumerate(shown):
         points = plot_trajectories_2d(axes[row, col], data[step]["pca"][row])
         ratio = data[step]["pca_explained"][row]
         axes[row, col].set_title(f"step {format_step(step)}, prompt {data[step]['prompt_ids'][row]} "
-                                 f"({ratio.sum():.0%} of variance)", fontsize="small")
+                                 f"({ratio.sum():.0%} of the variance of {fit_states})", fontsize="small")
     if n_pca:
         fig.colorbar(points, ax=axes[:, col], label="depth", shrink=0.6)
 if not n_pca:

@@ -64,7 +64,7 @@ def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompt
 
 
 def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), metrics=METRICS, token=-1, layer_pairs=(),
-                        token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, window=11,
+                        token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, pca_fit="last", window=11,
                         chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
     """Every coupling and regularity measurement of one checkpoint.
 
@@ -88,6 +88,8 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         Token-wise coupling on the first tokens of the first prompts.
     pca_prompts : int
         Prompts whose 2-D trajectory PCA is kept.
+    pca_fit : {"last", "all"}
+        The states each PCA is fit on (:func:`~crosslayer.coupling.trajectories.trajectory_pca`).
     window : int
         Width of the windowed regularity statistics.
     chunk_bytes, hold_bytes : int
@@ -136,7 +138,7 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         ed_w.append(windowed(expodistance, traj, width=window))
         norms.append(np.linalg.norm(traj, axis=-1))
         if p < pca_prompts:
-            coords, ratio = trajectory_pca(traj)
+            coords, ratio = trajectory_pca(traj, fit=pca_fit)
             pca.append(coords)
             explained.append(ratio)
     T_max = max((c.shape[1] for c in pca), default=0)

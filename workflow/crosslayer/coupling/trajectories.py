@@ -23,7 +23,7 @@ import torch
 
 from crosslayer.models.adapters import adapter_for
 
-__all__ = ["expodistance", "line_shape_score", "record_trajectories", "trajectory_pca", "windowed"]
+__all__ = ["PCA_FITS", "expodistance", "line_shape_score", "record_trajectories", "trajectory_pca", "windowed"]
 
 
 def record_trajectories(model, input_ids):
@@ -140,25 +140,40 @@ def windowed(statistic, traj, *, width=11):
     return out
 
 
-def trajectory_pca(traj, *, n_components=2):
-    """Project every state of a prompt on the top principal components of all of them.
+PCA_FITS = ("last", "all")  # the paper's (A.2.1: the last layer's states X^L), or every state
+
+
+def trajectory_pca(traj, *, n_components=2, fit="last"):
+    """Project every state of a prompt on the top principal components of a set of its states.
 
     Parameters
     ----------
     traj : (n, T, d) array_like
-        One prompt's trajectories; the PCA is fit on all ``n * T`` states (centred).
+        One prompt's trajectories (depth, token, width).
+    fit : {"last", "all"}
+        The states the PCA is fit on, centred by their mean: the last layer's ``T`` states
+        (``X^L``, the paper's choice, appendix A.2.1) or all ``n * T``.
 
     Returns
     -------
     coords : (n, T, n_components) ndarray
+        Every state, centred by the fit states' mean, on the components.
     explained : (n_components,) ndarray
-        Fraction of the total variance each component explains.
+        Fraction of the fit states' variance each component explains (NaN when they have none,
+        e.g. a one-token prompt fit on ``X^L``).
     """
+    if fit not in PCA_FITS:
+        raise ValueError(f"`fit` must be one of {PCA_FITS}, got {fit!r}")
     traj = _as_traj(traj)
     if traj.ndim != 3:
         raise ValueError(f"`traj` must be (n_states, T, d), got shape {traj.shape}")
     X = traj.reshape(-1, traj.shape[-1])
-    X = X - X.mean(axis=0)
-    _, s, Vt = np.linalg.svd(X, full_matrices=False)
-    coords = (X @ Vt[:n_components].T).reshape(*traj.shape[:2], n_components)
-    return coords, s[:n_components] ** 2 / (s**2).sum()
+    F = traj[-1] if fit == "last" else X
+    mean = F.mean(axis=0)
+    _, s, Vt = np.linalg.svd(F - mean, full_matrices=False)
+    Vt = np.vstack([Vt, np.zeros((max(0, n_components - len(Vt)), Vt.shape[1]))])[:n_components]
+    coords = ((X - mean) @ Vt.T).reshape(*traj.shape[:2], n_components)
+    s = np.concatenate([s, np.zeros(max(0, n_components - len(s)))])
+    total = (s**2).sum()
+    explained = s[:n_components] ** 2 / total if total > 0 else np.full(n_components, np.nan)
+    return coords, explained
