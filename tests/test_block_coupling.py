@@ -4,11 +4,12 @@ Jacobians (whole sequence, row by row), numpy SVDs and the trajectory statistics
 import numpy as np
 import pytest
 import torch
+from test_token_jacobians import reference
 from tiny_families import LAYERS, VOCAB, tiny_model
 
 from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
 from crosslayer.coupling.measure import METRICS, miscoupling
-from crosslayer.coupling.trajectories import expodistance, line_shape_score, record_trajectories
+from crosslayer.coupling.trajectories import expodistance, line_shape_score, record_trajectories, windowed
 from crosslayer.jacobians.multi_token import released_last_token_jacobians, token_jacobians
 
 torch.set_num_threads(1)
@@ -20,8 +21,10 @@ def prompts(n, seed=0):
     return [rng.integers(0, VOCAB, 5 + i).tolist() for i in range(n)]
 
 
-def expected_depthwise(model, ids, K):
+def expected_depthwise(model, ids, K, final_norm):
     J = {l: j.double().numpy() for l, j in released_last_token_jacobians(model, ids)}
+    if final_norm:  # the paper's eq. 7: the model's own output after the last block, by autograd
+        J[LAYERS - 1] = reference(model, ids, LAYERS - 1, len(ids) - 1, len(ids) - 1, final_norm=True).double().numpy()
     svd = {l: np.linalg.svd(J[l]) for l in J}
     M = np.zeros((len(METRICS), LAYERS, LAYERS))
     for l in J:
@@ -32,20 +35,29 @@ def expected_depthwise(model, ids, K):
     return M
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+@pytest.mark.parametrize("family,final_norm", [("llama", True), ("gpt_neox", True), ("llama", False)])
 @pytest.mark.parametrize("hold_bytes", [0, 1 << 20])
-def test_depthwise_and_trajectories_match_an_independent_recomputation(family, hold_bytes):
+def test_depthwise_and_trajectories_match_an_independent_recomputation(family, final_norm, hold_bytes):
     model, token_ids = tiny_model(family), prompts(3)
-    result = checkpoint_coupling(model, token_ids, Ks=KS, hold_bytes=hold_bytes, window=3, pca_prompts=1)
+    result = checkpoint_coupling(model, token_ids, Ks=KS, hold_bytes=hold_bytes, window=3, pca_prompts=1,
+                                 final_norm=final_norm)
     assert result["depthwise"].shape == (3, len(METRICS), len(KS), LAYERS, LAYERS)
     for p, ids in enumerate(token_ids):
         for j, K in enumerate(KS):
-            assert np.allclose(result["depthwise"][p, :, j], expected_depthwise(model, ids, K), atol=2e-5)
-        traj = record_trajectories(model, ids)
+            assert np.allclose(result["depthwise"][p, :, j], expected_depthwise(model, ids, K, final_norm), atol=2e-5)
         tokens = result["token_prompt"] == p
-        assert np.allclose(result["lss"][tokens], line_shape_score(traj))
-        assert np.allclose(result["ed"][tokens], expodistance(traj))
-        assert np.allclose(result["norms"][:, tokens], np.linalg.norm(traj, axis=-1))
+        with torch.no_grad():  # both conventions of x^L are kept whatever the Jacobian's
+            hidden = torch.stack(model.base_model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+                                 .hidden_states)[:, 0].numpy()
+        raw = record_trajectories(model, ids)
+        assert np.allclose(result["lss"][tokens], line_shape_score(hidden))
+        assert np.allclose(result["ed"][tokens], expodistance(hidden))
+        assert np.allclose(result["norms"][:, tokens], np.linalg.norm(hidden, axis=-1), rtol=1e-5)
+        assert np.allclose(result["lss_raw"][tokens], line_shape_score(raw))
+        assert np.allclose(result["ed_raw"][tokens], expodistance(raw))
+        assert np.allclose(result["norm_last_raw"][tokens], np.linalg.norm(raw[-1], axis=-1))
+        assert np.allclose(result["ed_windowed_raw"][:, tokens], windowed(expodistance, raw, width=3), equal_nan=True)
+        assert not np.allclose(result["ed_raw"][tokens], result["ed"][tokens])
     assert result["pca"].shape == (1, LAYERS + 1, 5, 2)
     assert result["abs_coupling"].shape == (LAYERS, LAYERS, 2, 2)
 
@@ -60,6 +72,16 @@ def test_an_earlier_depthwise_token_is_the_prompt_cut_after_it():
     from crosslayer.jacobians.multi_token import last_token_jacobians
 
     assert np.allclose(dict(last_token_jacobians(model, ids[:3]))[1].double().numpy(), J22, atol=1e-5)
+
+
+def test_mean_abs_coupling_is_over_the_selected_prompts_only():
+    model, token_ids = tiny_model("llama"), prompts(3, seed=2)
+    alone = [checkpoint_coupling(model, [ids], Ks=KS, window=3)["abs_coupling"] for ids in token_ids]
+    picked = checkpoint_coupling(model, token_ids, Ks=KS, window=3, abs_prompts=[True, False, True])
+    assert np.allclose(picked["abs_coupling"], (alone[0] + alone[2]) / 2, atol=1e-6)
+    assert not np.allclose(picked["abs_coupling"], sum(alone) / 3, atol=1e-4)
+    with pytest.raises(ValueError, match="abs_prompts selects no prompt"):
+        checkpoint_coupling(model, token_ids, Ks=KS, window=3, abs_prompts=[False] * 3)
 
 
 def test_token_wise_results_are_stacked_per_layer_pair_and_prompt():

@@ -219,6 +219,11 @@ def test_every_config_key_a_message_names_is_in_the_schema():
         ({"source": "hub", "repo": "a/b", "steps": [0], "train": {}}, r"models\.m\.train: does not apply to `source: hub`"),
         ({"source": "local", "checkpoints": {"16": "/a", "016": "/b"}}, r"models\.m: .*'checkpoints': step 16 is given twice"),
         ({"source": "hub", "checkpoints": {"16": "a/b@x", "016": "a/b@y"}}, r"models\.m: .*step 16 is given twice"),
+        ({"source": "train", "arch": "llama", "steps": [0], "init": {"seed": 0}},
+         r"models\.m\.init: does not apply to `source: train` models"),
+        ({"source": "hub", "repo": "a/b", "steps": [0, 8], "init": {"seed": 0}},
+         r"models\.m\.init: step 0 is the untrained twin, but the model already has a step 0"),
+        ({"source": "local", "checkpoints": {"00": "/x"}, "init": {}}, r"models\.m\.init: step 0 is the untrained"),
     ],
 )
 def test_settings_a_source_would_ignore_and_repeated_steps_are_refused_by_key(entry, match):
@@ -429,3 +434,14 @@ def test_config_readme_documents_every_key_with_the_schemas_default():
     assert not differ, "defaults that differ between config/README.md and config/schema.yaml:\n" + "\n".join(differ)
     unknown = [key for key in documented if schema_node(key) is None]
     assert not unknown, f"config/README.md documents keys config/schema.yaml does not have: {unknown}"
+
+
+def test_an_untrained_twin_is_step_0_of_hub_and_local_models():
+    from crosslayer.config import untrained_seed
+
+    local = {"source": "local", "checkpoints": {"16": "/a", "4": "/b"}, "init": {"seed": 7}}
+    assert model_steps(local) == [0, 4, 16] and untrained_seed(local) == 7
+    assert local_checkpoints(local) == {16: "/a", 4: "/b"}  # the twin is built, not read from a directory
+    hub = {"source": "hub", "checkpoints": {"1": "a/b@main"}, "init": {}}
+    assert model_steps(hub) == [0, 1] and untrained_seed(hub) == 0 and list(resolve_checkpoints(hub)) == [1]
+    assert untrained_seed({"source": "hub", "checkpoints": {"1": "a/b"}}) is None

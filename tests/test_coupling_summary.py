@@ -5,7 +5,7 @@ from scipy import stats
 
 from crosslayer.config import read_scores
 from crosslayer.coupling.measure import METRICS
-from crosslayer.coupling.tables import across_models, checkpoint_prompts, fit_table, summarize_steps
+from crosslayer.coupling.tables import across_models, checkpoint_prompts, fit_table, load_checkpoint, summarize_steps
 
 
 def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
@@ -14,10 +14,12 @@ def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
     M[..., range(L), range(L)] = 0
     N = sum(n_tokens)
     return {"depthwise": M, "Ks": np.array(Ks), "metrics": list(METRICS), "prompt_ids": [f"p{i}" for i in range(P)],
-            "variants": ["plain", "plain", "cot", "cot"], "n_tokens": np.array(n_tokens),
+            "variants": ["plain", "plain", "cot", "cot"], "sources": ["arc", "gsm8k", "arc", "gsm8k"], "n_tokens": np.array(n_tokens),
             "token_prompt": np.repeat(np.arange(P), n_tokens), "lss": rng.uniform(1, 3, N), "ed": rng.uniform(0, 1, N),
             "norms": rng.uniform(1, 2, (L + 1, N)), "lss_windowed": rng.uniform(1, 2, (L + 1, N)),
-            "ed_windowed": rng.uniform(0, 1, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
+            "ed_windowed": rng.uniform(0, 1, (L + 1, N)), "lss_raw": rng.uniform(1, 3, N), "ed_raw": rng.uniform(0, 1, N),
+            "norm_last_raw": rng.uniform(5, 9, N), "lss_windowed_raw": rng.uniform(1, 2, (L + 1, N)),
+            "ed_windowed_raw": rng.uniform(0, 1, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
             "n_params": 1000 * (seed + 1), "n_layers": L, "d_model": 8}
 
 
@@ -30,16 +32,30 @@ def test_prompt_and_step_tables_against_direct_means():
     assert np.allclose(table[["coupling_K2", "coupling_K4"]].to_numpy(), expected)
     assert table.lss_median[3] == pytest.approx(np.median(data["lss"][-5:]))
     tables = summarize_steps([data, synthetic_checkpoint(1)], [0, 10], metric="released_l2")
-    row = tables["steps"].query("step == 0 and variant == 'cot' and K == 4").iloc[0]
+    row = tables["steps"].query("step == 0 and source == 'all' and variant == 'cot' and K == 4").iloc[0]
     assert row.coupling_mean == pytest.approx(expected[2:, 1].mean())
     assert row.coupling_sd == pytest.approx(expected[2:, 1].std(ddof=1))
     assert row.lss_median == pytest.approx(np.median(data["lss"][7:]))
-    depthwise = tables["depthwise"].query("step == 0 and K == 2 and layer == 1 and other == 2").iloc[0]
-    assert depthwise.coupling_mean == pytest.approx(-M[:, 0, 1, 2].mean())
-    profile = tables["profile"].query("step == 0 and K == 2").coupling.to_numpy()
+    one = tables["steps"].query("step == 0 and source == 'gsm8k' and variant == 'cot' and K == 4").iloc[0]
+    assert one.n_prompts == 1 and one.coupling_mean == pytest.approx(expected[3, 1])
+    assert one.lss_median == pytest.approx(np.median(data["lss"][-5:]))
+    # plain and CoT prompts are never pooled: the L x L means, profiles and depth profiles are per variant
+    depthwise = tables["depthwise"].query("step == 0 and variant == 'plain' and K == 2 and layer == 1 and other == 2")
+    assert depthwise.coupling_mean.item() == pytest.approx(-M[:2, 0, 1, 2].mean())
     both = M[:, 0] + M[:, 0].transpose(0, 2, 1)
-    assert np.allclose(profile, -(both.sum(axis=-1) / (2 * (L - 1))).mean(axis=0))
-    assert len(tables["regularity"]) == 2 * (L + 1)
+    per_prompt = -(both.sum(axis=-1) / (2 * (L - 1)))  # the diagonal is 0
+    profile = tables["profile"].query("step == 0 and source == 'all' and variant == 'cot' and K == 2")
+    assert np.allclose(profile.coupling, per_prompt[2:].mean(axis=0))
+    profile = tables["profile"].query("step == 0 and source == 'gsm8k' and variant == 'plain' and K == 2")
+    assert np.allclose(profile.coupling, per_prompt[1])
+    regularity = tables["regularity"].query("step == 0 and variant == 'plain'")
+    assert len(tables["regularity"]) == 2 * 2 * (L + 1) and len(regularity) == L + 1
+    assert np.allclose(regularity.norm_median, np.median(data["norms"][:, :7], axis=1))
+    assert np.allclose(regularity.norm_raw_median[:L], regularity.norm_median[:L])  # only x^L differs
+    assert regularity.norm_raw_median.iloc[L] == pytest.approx(np.median(data["norm_last_raw"][:7]))
+    assert regularity.ed_windowed_raw_median.iloc[1] == pytest.approx(np.median(data["ed_windowed_raw"][1, :7]))
+    assert row.ed_raw_q3 == pytest.approx(np.quantile(data["ed_raw"][7:], 0.75))
+    assert table.ed_raw_median[3] == pytest.approx(np.median(data["ed_raw"][-5:]))
 
 
 def test_fits_match_scipy_linregress():
@@ -67,7 +83,7 @@ def test_across_models_takes_each_models_last_step():
     steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper")["steps"] for m in data}
     table = across_models({m: (steps[m], data[m]) for m in data}, scores={"a": 40.0, "b": 50.0})
     assert list(table.model) == ["a", "b"] and (table.step == 5).all() and list(table.score) == [40.0, 50.0]
-    assert table.coupling_K4[1] == pytest.approx(steps["b"].query("step == 5 and variant == 'plain' and K == 4")
+    assert table.coupling_K4[1] == pytest.approx(steps["b"].query("step == 5 and source == 'all' and variant == 'plain' and K == 4")
                                                  .coupling_mean.iloc[0])
 
 
@@ -84,3 +100,12 @@ def test_score_table_errors_name_the_file_line_and_model(tmp_path):
         read_scores(tmp_path / "bad.csv", models=["a"])
     with pytest.raises(ValueError, match="cannot read"):
         read_scores(tmp_path / "missing.csv", models=["a"])
+
+
+def test_a_checkpoint_file_without_prompt_sources_is_refused_by_name(tmp_path):
+    data = {k: v for k, v in synthetic_checkpoint(0).items() if k != "sources"}
+    np.savez(tmp_path / "old.coupling.npz", **data)
+    with pytest.raises(ValueError, match=r"old.coupling.npz predates per-source .*snakemake -R block_coupling"):
+        load_checkpoint(tmp_path / "old.coupling.npz")
+    np.savez(tmp_path / "new.coupling.npz", **data, sources=["arc"] * 4)
+    assert load_checkpoint(tmp_path / "new.coupling.npz")["sources"] == ["arc"] * 4

@@ -274,3 +274,14 @@ def test_run_bars_one_group_per_run_with_error_bars(ax):
     bars = plot_run_bars(ax, final, ["W.v1", "G0.v1"], runs=["y", "x"])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["y", "x"]
     assert [b.get_height() for b in bars[0]] == [0.2, 0.9] and len(bars) == 2
+
+
+def test_variant_profiles_draw_plain_solid_and_cot_dashed(ax):
+    from crosslayer.coupling.plots import plot_variant_profiles
+
+    profile = pd.DataFrame({"variant": ["cot"] * 3 + ["plain"] * 3, "layer": [2, 0, 1, 0, 1, 2],
+                            "coupling": [-0.3, -0.1, -0.2, -0.5, -0.6, -0.7]})
+    plain, cot = plot_variant_profiles(ax, profile)
+    assert (plain.get_label(), plain.get_linestyle(), cot.get_label(), cot.get_linestyle()) == ("plain", "-", "cot", "--")
+    assert list(plain.get_ydata()) == [-0.5, -0.6, -0.7] and list(cot.get_ydata()) == [-0.1, -0.2, -0.3]
+    assert len(plot_variant_profiles(ax, profile[profile.variant == "plain"])) == 1

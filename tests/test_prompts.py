@@ -32,6 +32,12 @@ def test_sources_in_order_with_the_cot_variant_and_a_round_trip(tmp_path):
     assert rows[4]["text"] == "One" + COT_SUFFIX and rows[4]["variant"] == "cot" and rows[0]["variant"] == "plain"
     write_prompts(rows, tmp_path / "out.jsonl")
     assert read_prompts(tmp_path / "out.jsonl") == rows
+    only_corpus = collect_prompts(file=tmp_path / "p.txt", corpus=corpus, corpus_paragraphs=2, cot=["corpus"])
+    assert [r["id"] for r in only_corpus] == ["p.txt:1", "p.txt:2", "corpus:0", "corpus:1", "corpus:0+cot",
+                                              "corpus:1+cot"]
+    with pytest.raises(ValueError, match=r"coupling.prompts.cot: \['gsm8k'\] are not prompt sources; choose from "
+                                         r"\['file', 'corpus'\]"):
+        collect_prompts(file=tmp_path / "p.txt", corpus=corpus, corpus_paragraphs=2, cot=["gsm8k"])
     with pytest.raises(ValueError, match="only 2 paragraphs of >= 20 words; .*asks for 3"):
         collect_prompts(corpus=corpus, corpus_paragraphs=3)
     with pytest.raises(ValueError, match="the prompt set is empty"):

@@ -33,8 +33,9 @@ def build(family, seed=0):
     return model, ids
 
 
-def reference(model, ids, layer, t1, t2, *, branch=True):
-    """d block_l(X)_{t2} / d x_{t1} (minus I at t1 = t2 for the branch) by the paper's autograd."""
+def reference(model, ids, layer, t1, t2, *, branch=True, final_norm=False):
+    """d block_l(X)_{t2} / d x_{t1} (minus I at t1 = t2 for the branch) by the paper's autograd;
+    with `final_norm` the model's own output after the last block (its ``last_hidden_state``)."""
     block = adapter_for(model).blocks(model)[layer]
     state = {}
 
@@ -51,8 +52,8 @@ def reference(model, ids, layer, t1, t2, *, branch=True):
 
     def g(v):
         state["v"] = v
-        model.base_model(input_ids=torch.tensor([ids]), use_cache=False)
-        return state["out"] - (v if branch and t1 == t2 else 0)
+        last = model.base_model(input_ids=torch.tensor([ids]), use_cache=False).last_hidden_state[0, t2]
+        return (last if final_norm else state["out"]) - (v if branch and t1 == t2 else 0)
 
     handles = [block.register_forward_pre_hook(put, with_kwargs=True), block.register_forward_hook(read)]
     try:
@@ -106,6 +107,20 @@ def test_last_token_jacobians_from_the_cache_equal_the_whole_sequence_and_the_re
         # the branch is the whole block minus the identity
         block = reference(model, ids, layer, TOKENS - 1, TOKENS - 1, branch=False)
         assert rel_err(cached[layer] + torch.eye(D), block) <= 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_last_blocks_jacobian_with_the_final_norm_is_autograd_of_the_models_output(family):
+    """Paper 002's eq. 7: the final norm closes the last block; earlier blocks are unchanged."""
+    model, ids = build(family)
+    last = LAYERS - 1
+    normed = dict(last_token_jacobians(model, ids, final_norm=True, chunk_bytes=4 * D * 7))
+    raw = dict(last_token_jacobians(model, ids, layers=[last]))[last]
+    expected = reference(model, ids, last, TOKENS - 1, TOKENS - 1, final_norm=True)
+    assert rel_err(normed[last], expected) <= 1e-5 and rel_err(raw, expected) > 1e-2
+    assert rel_err(normed[0], dict(last_token_jacobians(model, ids, layers=[0]))[0]) <= 1e-6
+    token_wise = dict(token_jacobians(model, ids, last, outputs=[3], final_norm=True))[3]
+    assert rel_err(token_wise[1], reference(model, ids, last, 1, 3, final_norm=True)) <= 1e-5
 
 
 # Families whose attention runs through transformers' attention interface and whose block the

@@ -11,6 +11,7 @@ from crosslayer.coupling.trajectories import (
     trajectory_pca,
     windowed,
 )
+from crosslayer.models.adapters import adapter_for
 
 torch.set_num_threads(1)
 T.logging.set_verbosity_error()
@@ -47,6 +48,10 @@ def test_hooked_trajectory_equals_hidden_states_before_the_final_norm(family):
         last = torch.from_numpy(traj[LAYERS])
         assert not torch.allclose(last, hidden[LAYERS][0], atol=1e-3)  # hidden_states[L] is after the norm
         torch.testing.assert_close(final_norm(model)(last), hidden[LAYERS][0], rtol=1e-5, atol=1e-5)
+    assert adapter_for(model).final_norm(model) is final_norm(model)
+    normed = record_trajectories(model, ids, final_norm=True)  # the paper's x^L: the final norm in the last block
+    np.testing.assert_array_equal(normed[:LAYERS], traj[:LAYERS])
+    np.testing.assert_allclose(normed[LAYERS], hidden[LAYERS][0].numpy(), rtol=1e-6, atol=1e-6)
 
 
 def test_line_shape_score_is_one_exactly_for_collinear_trajectories():

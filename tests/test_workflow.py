@@ -460,8 +460,9 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
     tokenizer = AutoTokenizer.from_pretrained(manifest["path"])
     result = np.load(tiny_run / f"results/coupling/{model}/step16.coupling.npz")
     prompts = read_prompts(tiny_run / "results/coupling/prompts.jsonl")
-    assert list(result["prompt_ids"]) == [row["id"] for row in prompts] and len(prompts) == 38
-    for p in (0, len(prompts) - 1):  # a file prompt and a corpus paragraph (cut to max_tokens = 24)
+    assert list(result["prompt_ids"]) == [row["id"] for row in prompts] and len(prompts) == 40
+    assert [row["id"] for row in prompts if row["variant"] == "cot"] == ["corpus:0+cot", "corpus:1+cot"]
+    for p in (0, len(prompts) - 1):  # a file prompt and a CoT corpus paragraph (cut to max_tokens = 24)
         ids = tokenizer(prompts[p]["text"])["input_ids"][:24]
         assert result["n_tokens"][p] == len(ids)
         J = {l: j.double().numpy() for l, j in released_last_token_jacobians(live, ids)}
@@ -476,8 +477,9 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
         for depth in range(4):  # x^L (before the final norm) is not among hidden_states
             assert np.allclose(norms[depth], hidden[depth][0].norm(dim=-1).numpy(), rtol=1e-5)
     steps = pd.read_csv(tiny_run / f"results/coupling/{model}/steps.tsv", sep="\t")
-    plain = steps.query("variant == 'plain' and K == 8").set_index("step")
+    plain = steps.query("source == 'all' and variant == 'plain' and K == 8").set_index("step")
     assert list(plain.index) == [0, 4, 8, 16] and (plain.n_prompts == 38).all()
+    assert set(steps.query("variant == 'cot'").source) == {"all", "corpus"}  # CoT only where asked, never pooled
     assert plain.coupling_mean[16] > plain.coupling_mean[0]  # training couples the blocks
     assert plain.lss_median[16] < plain.lss_median[0]  # and straightens the trajectories
 
@@ -506,6 +508,29 @@ def test_bad_coupling_input_fails_naming_model_revision_and_prompt(tiny_run, tmp
     assert result.returncode != 0 and "coupling.scores" in result.output and "no score for model(s) ['m']" in result.output
 
 
+def test_the_untrained_twin_of_a_trained_model_is_its_step_0(tiny_run, tmp_path):
+    """A local model with `init` gets step 0 built from its config.json: with the training seed, the
+    workflow's own step 0 (same bytes, same coupling); every stage reads it through its manifest."""
+    trained = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")
+    coupling = yaml.safe_load(TINY.read_text())["coupling"]
+    coupling["prompts"] = {"max_tokens": 24, "cot": False}  # the prompt file alone: the first rows of tiny_run's
+    coupling["token_wise"]["prompts"] = 0
+    config = write_config(tmp_path / "c.yaml", {"twin": {"source": "local", "init": {"seed": 0},
+                                                         "checkpoints": {"16": trained["path"]}}}, coupling=coupling)
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(config), "results/coupling/twin/steps.tsv")
+    twin = read_manifest(tmp_path / "results/checkpoints/twin/step0.json")
+    step0 = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step0.json")
+    assert (twin["source"], twin["revision"]) == ("init", "init-seed0")
+    assert twin["files"]["model.safetensors"] == step0["files"]["model.safetensors"]
+    ours = np.load(tmp_path / "results/coupling/twin/step0.coupling.npz")
+    theirs = np.load(tiny_run / "results/coupling/tiny-gelu/step0.coupling.npz")
+    P = len(ours["prompt_ids"])
+    assert list(ours["prompt_ids"]) == list(theirs["prompt_ids"][:P])
+    np.testing.assert_allclose(ours["depthwise"], theirs["depthwise"][:P], atol=1e-6)
+    steps = pd.read_csv(tmp_path / "results/coupling/twin/steps.tsv", sep="\t")
+    assert sorted(set(steps.step)) == [0, 16]
+
+
 def test_report_is_self_contained_with_every_figure(tiny_run):
     result = snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
     assert "(ERROR/" not in result.output  # docutils: a caption that is not valid reStructuredText
@@ -513,7 +538,7 @@ def test_report_is_self_contained_with_every_figure(tiny_run):
     for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv",
                  "tiny-swiglu.eigenvalues.png", "regimes.tsv", "tiny-gelu.boundary_coupling.png",
                  "all_models.alignment_vs_boundary.png", "method_comparison.tsv", "tiny-swiglu.tokenwise.png",
-                 "all_models.vs_score.png", "models.tsv"):
+                 "all_models.vs_score.png", "models.tsv", "tiny-gelu.cot.png"):
         assert name in html
     assert "mean cosine of their" in html  # the methods paragraph
 

@@ -9,7 +9,8 @@ import csv
 import math
 
 __all__ = [
-    "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "resolve_checkpoints",
+    "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
+    "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "toy_settings", "ablation_settings",
 ]
@@ -27,9 +28,17 @@ def _explicit(model_cfg):
 
 
 def model_steps(model_cfg):
-    """Sorted training steps of one model entry (from ``checkpoints`` or ``steps``)."""
+    """Sorted training steps of one model entry (from ``checkpoints`` or ``steps``); step 0 is the
+    untrained twin of a hub or local model that asks for one (``init``)."""
     explicit = _explicit(model_cfg)
-    return sorted(explicit) if explicit else sorted(int(s) for s in model_cfg["steps"])
+    steps = sorted(explicit) if explicit else sorted(int(s) for s in model_cfg["steps"])
+    return [0, *steps] if untrained_seed(model_cfg) is not None else steps
+
+
+def untrained_seed(model_cfg):
+    """The seed of a hub or local model's untrained twin (its step 0), or None without ``init``."""
+    init = model_cfg.get("init")
+    return None if init is None or model_cfg["source"] == "train" else int(init.get("seed", 0))
 
 
 def resolve_checkpoints(model_cfg):
@@ -257,8 +266,8 @@ def check_config(config, sizes=None, families=None):
 
 #: The model keys each source reads (besides source, reference_step and analyses); any other
 #: would be silently ignored.
-SOURCE_KEYS = {"train": ("arch", "train", "steps"), "hub": ("repo", "revision", "steps", "checkpoints"),
-               "local": ("checkpoints",)}
+SOURCE_KEYS = {"train": ("arch", "train", "steps"), "hub": ("repo", "revision", "steps", "checkpoints", "init"),
+               "local": ("checkpoints", "init")}
 
 
 def check_model_entries(config):
@@ -272,9 +281,12 @@ def check_model_entries(config):
             raise ValueError(f"{key}.{ignored[0]}: does not apply to `source: {source}` models, which read "
                              f"{', '.join(SOURCE_KEYS[source])}; remove it")
         try:
-            _explicit(cfg)
+            explicit = _explicit(cfg)
         except ValueError as err:
             raise ValueError(f"{key}: {err}") from None
+        if "init" in cfg and 0 in (explicit or [int(s) for s in cfg.get("steps", [])]):
+            raise ValueError(f"{key}.init: step 0 is the untrained twin, but the model already has a step 0; "
+                             "remove init, or that step")
 
 
 def _check_prompt_length(coupling):

@@ -68,6 +68,38 @@ rule register_checkpoint:
         "../scripts/register_checkpoint.py"
 
 
+# Step 0 of a hub or local model with `init`: its untrained twin, from its own config.json (for
+# a hub model only config.json and the tokenizer are downloaded: a localrule).
+ruleorder: build_untrained > download_checkpoint
+ruleorder: build_untrained > register_checkpoint
+
+
+rule build_untrained:
+    input:
+        config=get_untrained_config,
+    output:
+        manifest="results/checkpoints/{model}/step0.json",
+        weights=directory("results/untrained/{model}"),
+    log:
+        "logs/build_untrained/{model}.log",
+    benchmark:
+        "benchmarks/build_untrained/{model}.tsv"
+    wildcard_constraints:
+        model=one_of(untrained_models()),
+    localrule: True
+    conda:
+        "../../envs/checkpoints.yaml"
+    params:
+        seed=lambda wildcards: cfg.untrained_seed(MODELS[wildcards.model]),
+        source=get_source,
+        checkpoint=get_untrained_source,
+        cache_dir=config["hub"]["cache_dir"],
+        attempts=config["hub"]["attempts"],
+        backoff_s=config["hub"]["backoff_s"],
+    script:
+        "../scripts/build_untrained.py"
+
+
 # Runs on the submit host (localrule): cluster compute nodes often have no internet.
 rule download_checkpoint:
     output:

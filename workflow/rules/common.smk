@@ -159,6 +159,25 @@ def get_checkpoint_dir(wildcards):
     return cfg.local_checkpoints(entry)[int(wildcards.step)]
 
 
+def untrained_models():
+    return [m for m, entry in MODELS.items() if cfg.untrained_seed(entry) is not None]
+
+
+def get_untrained_source(wildcards):
+    """Where an untrained twin's config.json comes from: the hub repo and revision of the model's
+    last step, or the directory of its last local checkpoint."""
+    entry = MODELS[wildcards.model]
+    if entry["source"] == "hub":
+        return cfg.resolve_checkpoints(entry)[get_steps(wildcards.model)[-1]]
+    return {"directory": cfg.local_checkpoints(entry)[get_steps(wildcards.model)[-1]]}
+
+
+def get_untrained_config(wildcards):
+    """A local model's config.json (a change builds the twin anew); nothing for a hub model."""
+    source = get_untrained_source(wildcards)
+    return [str(Path(source["directory"]) / "config.json")] if "directory" in source else []
+
+
 def get_checkpoint_inputs(wildcards):
     """Input of register_checkpoint: the trained model's run directory (train_model's output), or
     every file of a local checkpoint, so that a file changed later registers it anew and redoes
@@ -261,6 +280,7 @@ COUPLING_FIGURES = [
     "pca",
     "profile",
     "graph",
+    "cot",
 ]  # see plot_coupling
 
 

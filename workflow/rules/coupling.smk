@@ -52,6 +52,7 @@ rule block_coupling:
         window=COUPLING["window"],
         pca_prompts=COUPLING["pca_prompts"],
         pca_fit=COUPLING["pca_fit"],
+        final_norm=COUPLING["final_norm"],
         max_tokens=PROMPTS["max_tokens"],
         device=COUPLING["device"],
     script:
@@ -115,6 +116,7 @@ rule plot_coupling:
         pca=figure("coupling", "pca", "coupling_pca"),
         profile=figure("coupling", "profile", "coupling_profile"),
         graph=figure("coupling", "graph", "coupling_graph"),
+        cot=figure("coupling", "cot", "coupling_cot"),
         pdfs=expand(
             "results/figures/coupling/{{model}}.{name}.pdf",
             name=COUPLING_FIGURES,
@@ -131,6 +133,7 @@ rule plot_coupling:
         metric=COUPLING["metric"],
         window=COUPLING["window"],
         pca_fit=COUPLING["pca_fit"],
+        final_norm=COUPLING["final_norm"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling.py"

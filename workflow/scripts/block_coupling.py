@@ -41,7 +41,7 @@ try:
         model, token_ids, prompt_ids=prompt_ids, Ks=params.Ks, token=params.token,
         layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
         token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, pca_fit=params.pca_fit,
-        window=params.window,
+        window=params.window, final_norm=params.final_norm, abs_prompts=[row["variant"] == "plain" for row in prompts],
         chunk_bytes=memory["chunk_mb"] * 2**20, hold_bytes=memory["hold_mb"] * 2**20,
         progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
 except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint
@@ -49,6 +49,7 @@ except ValueError as err:  # names the prompt (and layer, tokens); add the check
                           file=manifest["path"]) from err
 result.update(
     prompt_ids=np.array(prompt_ids), variants=np.array([row["variant"] for row in prompts]),
+    sources=np.array([row["source"] for row in prompts]),
     n_tokens=np.array([len(ids) for ids in token_ids]), Ks=np.array(sorted(params.Ks)), metrics=np.array(METRICS),
     layer_pairs=np.array(token_wise["layer_pairs"] if token_wise["prompts"] else [], dtype=int).reshape(-1, 2),
     n_params=sum(p.numel() for p in model.parameters()), n_layers=result["depthwise"].shape[-1],

@@ -9,7 +9,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from crosslayer.coupling.plots import plot_block_grid, plot_coupling_graph, plot_trajectories_2d
+from crosslayer.coupling.plots import (
+    plot_block_grid,
+    plot_coupling_graph,
+    plot_trajectories_2d,
+    plot_variant_profiles,
+)
 from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf, set_step_axis
 
@@ -22,6 +27,9 @@ data = {step: load_checkpoint(snakemake.input.npz[steps.index(step)]) for step i
 Ks = [int(k) for k in data[steps[-1]]["Ks"]]
 K_fig, K_main = Ks[0], Ks[-1]  # |A| blocks at the smallest K; summaries at the largest (the released notebook's)
 null_note = "step 0 = random init" if steps[0] == 0 else f"first step {steps[0]}"
+# x^L after the final norm (the paper's eq. 7; unsuffixed columns) or before it (_raw)
+raw = "" if snakemake.params.final_norm else "_raw"
+x_last = "x^L after the final norm" if snakemake.params.final_norm else "x^L before the final norm"
 
 
 def save(fig, name):
@@ -34,7 +42,12 @@ def by_step(table, index, **query):
     return {step: part.set_index(index) for step, part in table.groupby("step")}
 
 
-depthwise = by_step(tables["depthwise"], "other", K=K_main)
+# Figures show plain prompts; chain-of-thought ones (coupling.prompts.cot) only beside them (Fig. 15)
+depthwise = by_step(tables["depthwise"], "other", K=K_main, variant="plain")
+
+
+def _plain_tokens(checkpoint):
+    return (np.array(checkpoint["variants"]) == "plain")[checkpoint["token_prompt"]]
 
 
 def coupling_matrix(step):
@@ -57,7 +70,8 @@ for col, step in enumerate(shown):
     axes[1, col].set(title=f"mean coupling (K = {K_main}, {metric})", xlabel="basis layer l'", ylabel="layer l",
                      xticks=range(L), yticks=range(L))
     fig.colorbar(mesh, ax=axes[1, col], shrink=0.7, label="coupling = − mis-coupling")
-fig.suptitle(f"{model}: depth-wise coupling of J_tt across layers ({null_note})")
+last_block = "with" if snakemake.params.final_norm else "without"
+fig.suptitle(f"{model}: depth-wise coupling of J_tt across layers ({null_note}; last block {last_block} the final norm)")
 save(fig, "depthwise")
 
 # 2. token-wise grids (Figs 4, 18, 19) of the first layer pair, first prompt
@@ -84,7 +98,7 @@ save(fig, "tokenwise")
 
 # 3. coupling over training (Fig. 1b): depth-wise per K, token-wise per kind
 fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
-plain = tables["steps"][tables["steps"].variant == "plain"]
+plain = tables["steps"].query("source == 'all' and variant == 'plain'")
 for K, part in plain.groupby("K"):
     axes[0].errorbar(part.step, part.coupling_mean, yerr=part.coupling_sd, marker="o", ms=3, capsize=2, label=f"K = {K}")
 axes[0].set(ylabel=f"mean depth-wise coupling ({metric})", title="depth-wise (mean ± sd over prompts)")
@@ -102,7 +116,8 @@ save(fig, "over_training")
 fig, axes = plt.subplots(2, 2, figsize=(11, 7.5), layout="constrained")
 for col, (name, label) in enumerate((("lss", "line-shape score (≥ 1; 1 = straight)"),
                                      ("ed", "expodistance (0 = exact exponential norm growth)"))):
-    values = {step: data[step][name][np.isfinite(data[step][name])] for step in shown}
+    values = {step: data[step][name + raw][_plain_tokens(data[step]) & np.isfinite(data[step][name + raw])]
+              for step in shown}
     high = np.quantile(np.concatenate(list(values.values())), 0.98)
     for step in shown:
         axes[0, col].hist(np.clip(values[step], None, high), bins=40, histtype="step", lw=1.4,
@@ -110,24 +125,24 @@ for col, (name, label) in enumerate((("lss", "line-shape score (≥ 1; 1 = strai
     axes[0, col].set(xlabel=f"{label}; beyond the 98th percentile drawn at it", ylabel="tokens")
     axes[0, col].legend(frameon=False, fontsize="small")
     part = plain[plain.K == K_main]
-    axes[1, col].plot(part.step, part[f"{name}_median"], marker="o", ms=3, color="C0")
-    axes[1, col].fill_between(part.step, part[f"{name}_q1"], part[f"{name}_q3"], alpha=0.2, lw=0)
+    axes[1, col].plot(part.step, part[f"{name}{raw}_median"], marker="o", ms=3, color="C0")
+    axes[1, col].fill_between(part.step, part[f"{name}{raw}_q1"], part[f"{name}{raw}_q3"], alpha=0.2, lw=0)
     axes[1, col].set(ylabel=f"{name.upper()} median (IQR band)")
     set_step_axis(axes[1, col], steps)
-fig.suptitle(f"{model}: regularity of token trajectories (every token of every prompt)")
+fig.suptitle(f"{model}: regularity of token trajectories (every token of every plain prompt; {x_last})")
 save(fig, "regularity")
 
 # 5. norm and windowed regularity vs depth (Fig. 30), one line per step
-regularity = by_step(tables["regularity"], "depth")
+regularity = by_step(tables["regularity"], "depth", variant="plain")
 fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
-for ax, (column, label) in zip(axes, (("norm_median", "‖x^l‖ (median over tokens)"),
-                                      ("lss_windowed_median", f"windowed LSS (width {snakemake.params.window})"),
-                                      ("ed_windowed_median", f"windowed ED (width {snakemake.params.window})"))):
+for ax, (column, label) in zip(axes, ((f"norm{raw}_median", "‖x^l‖ (median over tokens)"),
+                                      (f"lss_windowed{raw}_median", f"windowed LSS (width {snakemake.params.window})"),
+                                      (f"ed_windowed{raw}_median", f"windowed ED (width {snakemake.params.window})"))):
     plot_depth_profile(ax, regularity, column)
     ax.set(xlabel="depth l (0 = embeddings, L = last block output)", ylabel=label)
 axes[0].set_yscale("log")
 axes[0].legend(frameon=False, fontsize="x-small")
-fig.suptitle(f"{model}: residual-stream norm and trajectory regularity by depth")
+fig.suptitle(f"{model}: residual-stream norm and trajectory regularity by depth ({x_last})")
 save(fig, "norms")
 
 # 6. 2-D PCA of the first prompts' trajectories (Fig. 12)
@@ -145,12 +160,12 @@ for col, step in enumerate(shown):
         fig.colorbar(points, ax=axes[:, col], label="depth", shrink=0.6)
 if not n_pca:
     axes[0, 0].text(0.5, 0.5, "no PCA kept (coupling.pca_prompts: 0)", ha="center")
-fig.suptitle(f"{model}: token trajectories on their top two principal components")
+fig.suptitle(f"{model}: token trajectories on their top two principal components ({x_last})")
 save(fig, "pca")
 
 # 7. per-layer coupling with all other layers (Fig. 15)
 fig, ax = plt.subplots(figsize=(6, 4), layout="constrained")
-plot_depth_profile(ax, by_step(tables["profile"], "layer", K=K_main), "coupling")
+plot_depth_profile(ax, by_step(tables["profile"], "layer", K=K_main, source="all", variant="plain"), "coupling")
 ax.set(ylabel=f"coupling with all other layers (K = {K_main})")
 ax.legend(frameon=False, fontsize="x-small")
 fig.suptitle(f"{model}: which layers are coupled with the rest")
@@ -168,3 +183,17 @@ for ax, step in zip(axes[0], graph_steps):
 fig.suptitle(f"{model}: layers joined by their mean depth-wise coupling (K = {K_main}, {metric}; edge width and "
              f"opacity from {pairs.min():.2f} to {pairs.max():.2f})", fontsize="medium")
 save(fig, "graph")
+
+# 9. plain vs chain-of-thought prompts, per-layer coupling of each source with both (Fig. 15, GSM8K)
+profile = tables["profile"].query("K == @K_main and step == @steps[-1] and source != 'all'")
+with_cot = sorted(set(profile.source[profile.variant == "cot"]))
+fig, axes = plt.subplots(1, max(len(with_cot), 1), figsize=(5.5 * max(len(with_cot), 1), 4), layout="constrained",
+                         squeeze=False)
+for ax, source in zip(axes[0], with_cot):
+    plot_variant_profiles(ax, profile[profile.source == source])
+    ax.set(title=source, ylabel=f"coupling with all other layers (K = {K_main})")
+if not with_cot:
+    axes[0, 0].text(0.5, 0.5, "no chain-of-thought prompts (coupling.prompts.cot: false)", ha="center", va="center")
+    axes[0, 0].set_axis_off()
+fig.suptitle(f"{model}: plain vs chain-of-thought prompts, step {format_step(steps[-1])}")
+save(fig, "cot")

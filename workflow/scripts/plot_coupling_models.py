@@ -20,7 +20,7 @@ K = max(int(c.removeprefix("coupling_K")) for c in models.columns if c.startswit
 fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
 all_steps = set()
 for model, path in zip(params.models, snakemake.input.steps):
-    part = pd.read_csv(path, sep="\t").query("variant == 'plain' and K == @K")
+    part = pd.read_csv(path, sep="\t").query("source == 'all' and variant == 'plain' and K == @K")
     all_steps |= set(part.step)
     ax.errorbar(part.step, part.coupling_mean, yerr=part.coupling_sd, marker="o", ms=3, capsize=2, label=model)
 set_step_axis(ax, sorted(all_steps))

@@ -4,7 +4,8 @@ set, every measurement of the stage in one pass, streamed by layer and by output
 Per prompt: the depth-wise mis-coupling matrices at the configured token (default the last;
 by causality the prompt is cut after that token, so its context is exactly the tokens before),
 the trajectories' line-shape score and expodistance (whole and windowed), and the norm of the
-residual stream per depth. On the first few prompts: token-wise coupling of configured layer
+residual stream per depth, each in both conventions for the last state: after the final norm
+(the paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise coupling of configured layer
 pairs over their first tokens, and the 2-D PCA of the trajectories.
 """
 
@@ -65,7 +66,7 @@ def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompt
 
 def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), metrics=METRICS, token=-1, layer_pairs=(),
                         token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, pca_fit="last", window=11,
-                        chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
+                        abs_prompts=None, final_norm=True, chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
     """Every coupling and regularity measurement of one checkpoint.
 
     Parameters
@@ -92,6 +93,12 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         The states each PCA is fit on (:func:`~crosslayer.coupling.trajectories.trajectory_pca`).
     window : int
         Width of the windowed regularity statistics.
+    final_norm : bool
+        The last block's Jacobians end with the final norm (the paper's eq. 7), and the PCA is of
+        the trajectories in that convention.
+    abs_prompts : sequence of P bool, optional
+        The prompts averaged into ``abs_coupling`` (default all; the workflow keeps one variant
+        apart from another).
     chunk_bytes, hold_bytes : int
         Working memory of one batch of cotangents; Jacobians held instead of recomputed.
     progress : callable, optional
@@ -101,9 +108,11 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
     -------
     result : dict of ndarray
         ``depthwise`` (P, n_metrics, n_K, L, L), ``singular_values`` (P, L, max K),
-        ``abs_coupling`` (L, L, min K, min K) mean ``|A|`` over prompts; per token of every
+        ``abs_coupling`` (L, L, min K, min K) mean ``|A|`` over the `abs_prompts`; per token of every
         prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``lss_windowed``,
-        ``ed_windowed``, ``norms`` (L + 1, N); ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
+        ``ed_windowed``, ``norms`` (L + 1, N) with ``x^L`` after the final norm, ``lss_raw``,
+        ``ed_raw``, ``norm_last_raw`` (N,), ``lss_windowed_raw``, ``ed_windowed_raw`` (L + 1, N)
+        with ``x^L`` before it; ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
         and ``pca_explained`` (pca_prompts, 2); token-wise, stacked over prompts and layer pairs
         ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
         ``tw_fixed_output`` (n_pairs, P_tw, n_metrics, n_K, T, T, T), and the first prompt's
@@ -117,61 +126,67 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
     if token_wise_prompts and any(not 0 <= layer < n_layers for pair in layer_pairs for layer in pair):
         raise ValueError(f"coupling.token_wise.layer_pairs: {[list(p) for p in layer_pairs]} must be layers below "
                          f"{n_layers}")
-    depthwise, singular, abs_sum = [], [], 0.0
-    token_prompt, lss, ed, lss_w, ed_w, norms, pca, explained = [], [], [], [], [], [], [], []
+    depthwise, singular, abs_sum, token_prompt, pca, explained = [], [], 0.0, [], [], []
+    stats = {name: [] for name in ("lss", "ed", "lss_windowed", "ed_windowed", "norms", "lss_raw", "ed_raw",
+                                   "lss_windowed_raw", "ed_windowed_raw", "norm_last_raw")}
     prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)
+    abs_prompts = np.ones(len(token_ids), bool) if abs_prompts is None else np.asarray(abs_prompts, bool)
+    if not abs_prompts.any():
+        raise ValueError("abs_prompts selects no prompt to average |A| over")
     for p, ids in enumerate(wrap(token_ids)):
         ids = list(ids)
         try:
             result = depthwise_miscoupling(_jacobian_fn(model, ids[: (token % len(ids)) + 1], n_layers * d * d * 4,
-                                                        chunk_bytes, hold_bytes), n_layers, Ks, metrics=metrics)
-            traj = record_trajectories(model, ids)  # (L + 1, T, d)
+                                                        final_norm, chunk_bytes, hold_bytes), n_layers, Ks,
+                                           metrics=metrics)
+            normed = record_trajectories(model, ids, final_norm=True)  # (L + 1, T, d)
+            raw = np.concatenate([normed[:-1], record_trajectories(model, ids)[-1:]])
         except ValueError as err:  # a non-finite Jacobian or state names layer and tokens; add the prompt
             raise ValueError(f"prompt {prompt_ids[p]!r}: {err}") from err
         depthwise.append(result["miscoupling"].astype(np.float32))
         singular.append(result["singular_values"].astype(np.float32))
-        abs_sum = abs_sum + result["abs_coupling"][..., : Ks[0], : Ks[0]]
+        if abs_prompts[p]:
+            abs_sum = abs_sum + result["abs_coupling"][..., : Ks[0], : Ks[0]]
         token_prompt.append(np.full(len(ids), p))
-        lss.append(line_shape_score(traj))
-        ed.append(expodistance(traj))
-        lss_w.append(windowed(line_shape_score, traj, width=window))
-        ed_w.append(windowed(expodistance, traj, width=window))
-        norms.append(np.linalg.norm(traj, axis=-1))
+        for suffix, traj in (("", normed), ("_raw", raw)):
+            stats["lss" + suffix].append(line_shape_score(traj))
+            stats["ed" + suffix].append(expodistance(traj))
+            stats["lss_windowed" + suffix].append(windowed(line_shape_score, traj, width=window))
+            stats["ed_windowed" + suffix].append(windowed(expodistance, traj, width=window))
+        stats["norms"].append(np.linalg.norm(normed, axis=-1))
+        stats["norm_last_raw"].append(np.linalg.norm(raw[-1], axis=-1))
         if p < pca_prompts:
-            coords, ratio = trajectory_pca(traj, fit=pca_fit)
+            coords, ratio = trajectory_pca(normed if final_norm else raw, fit=pca_fit)
             pca.append(coords)
             explained.append(ratio)
     T_max = max((c.shape[1] for c in pca), default=0)
     out = {
         "depthwise": np.stack(depthwise),
         "singular_values": np.stack(singular),
-        "abs_coupling": (abs_sum / len(token_ids)).astype(np.float32),
+        "abs_coupling": (abs_sum / abs_prompts.sum()).astype(np.float32),
         "token_prompt": np.concatenate(token_prompt),
-        "lss": np.concatenate(lss),
-        "ed": np.concatenate(ed),
-        "lss_windowed": np.concatenate(lss_w, axis=1),
-        "ed_windowed": np.concatenate(ed_w, axis=1),
-        "norms": np.concatenate(norms, axis=1),
+        **{name: np.concatenate(values, axis=-1) for name, values in stats.items()},
         "pca": np.stack([np.pad(c, ((0, 0), (0, T_max - c.shape[1]), (0, 0)), constant_values=np.nan)
                          for c in pca]) if pca else np.zeros((0, 0, 0, 2)),
         "pca_explained": np.array(explained).reshape(-1, 2),
     }
     if layer_pairs and token_wise_prompts:
         out.update(_token_wise(model, token_ids[:token_wise_prompts], prompt_ids, layer_pairs, token_wise_tokens, Ks,
-                               metrics, chunk_bytes, hold_bytes))
+                               metrics, final_norm, chunk_bytes, hold_bytes))
     return out
 
 
-def _jacobian_fn(model, ids, nbytes, chunk_bytes, hold_bytes):
+def _jacobian_fn(model, ids, nbytes, final_norm, chunk_bytes, hold_bytes):
     """``layer -> J^l_{TT}`` of a prompt cut after its depth-wise token (causal: J_tt depends on
     tokens <= t only): all layers in one pass when their `nbytes` fit in `hold_bytes`, else one
     layer per call (each call reruns the prompt's forward pass)."""
     if nbytes <= hold_bytes:
-        return dict(last_token_jacobians(model, ids, chunk_bytes=chunk_bytes)).__getitem__
-    return lambda layer: next(last_token_jacobians(model, ids, layers=[layer], chunk_bytes=chunk_bytes))[1]
+        return dict(last_token_jacobians(model, ids, final_norm=final_norm, chunk_bytes=chunk_bytes)).__getitem__
+    return lambda layer: next(last_token_jacobians(model, ids, layers=[layer], final_norm=final_norm,
+                                                   chunk_bytes=chunk_bytes))[1]
 
 
-def _token_wise(model, token_ids, prompt_ids, layer_pairs, n_tokens, Ks, metrics, chunk_bytes, hold_bytes):
+def _token_wise(model, token_ids, prompt_ids, layer_pairs, n_tokens, Ks, metrics, final_norm, chunk_bytes, hold_bytes):
     per_pair = []
     for l, lp in layer_pairs:
         per_prompt = []
@@ -179,7 +194,7 @@ def _token_wise(model, token_ids, prompt_ids, layer_pairs, n_tokens, Ks, metrics
             ids = list(ids)[:n_tokens]
 
             def sweep(layer, ids=ids):
-                return lambda: token_jacobians(model, ids, layer, chunk_bytes=chunk_bytes)
+                return lambda: token_jacobians(model, ids, layer, final_norm=final_norm, chunk_bytes=chunk_bytes)
 
             source = sweep(l)
             try:

@@ -6,7 +6,7 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trajectories_2d"]
+__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trajectories_2d", "plot_variant_profiles"]
 
 
 def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
@@ -105,3 +105,28 @@ def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
     points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2)
     ax.set(xlabel="PC 1", ylabel="PC 2")
     return points
+
+
+def plot_variant_profiles(ax, profile):
+    """Per-layer coupling of one prompt source, plain prompts solid and chain-of-thought prompts
+    dashed (paper Fig. 15).
+
+    Parameters
+    ----------
+    profile : pandas.DataFrame
+        Columns ``variant``, ``layer``, ``coupling`` (rows of ``profile.tsv`` for one source,
+        step and K).
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+        ``plain`` then ``cot``, those present.
+    """
+    lines = []
+    for variant, style in (("plain", "-"), ("cot", "--")):
+        part = profile[profile.variant == variant].sort_values("layer")
+        if len(part):
+            lines += ax.plot(part.layer, part.coupling, style, marker="o", ms=3, label=variant)
+    ax.set_xlabel("layer l")
+    ax.legend(frameon=False, fontsize="small")
+    return lines

@@ -4,22 +4,28 @@ pandas and statsmodels only: no torch in the table and figure jobs).
 Coupling is the negative mis-coupling. A prompt's *mean depth-wise coupling* is the mean of
 ``-M[l, l']`` over the ``L (L - 1)`` ordered layer pairs ``l != l'`` (the diagonal is 0 by
 construction). Trajectory statistics are per token: the line-shape score and expodistance of
-each token's trajectory, summarized by median and inter-quartile range as in the paper's Fig. 5.
+each token's trajectory, summarized by median and inter-quartile range as in the paper's Fig. 5,
+in both conventions for the last state: after the final norm (the paper's; unsuffixed columns)
+and before it (``_raw`` columns).
 """
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "summarize_steps"]
+__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
+           "summarize_steps"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
+TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
 
 
 def load_checkpoint(path):
     """The arrays of one checkpoint's ``.coupling.npz`` as a dict (strings as Python lists)."""
     with np.load(path) as data:
         out = {key: data[key] for key in data.files}
-    for key in ("prompt_ids", "variants", "metrics"):
+    if "sources" not in out:  # tables keyed by source would silently pool every source
+        raise ValueError(f"{path} predates per-source coupling tables; re-run it: snakemake -R block_coupling")
+    for key in ("prompt_ids", "variants", "sources", "metrics"):
         out[key] = [str(v) for v in out[key]]
     return out
 
@@ -31,21 +37,32 @@ def _off_diagonal_mean(M):
 
 
 def checkpoint_prompts(data, *, metric):
-    """One row per prompt: id, variant, tokens, mean depth-wise coupling at every K (chosen
-    metric), median line-shape score and expodistance of its tokens."""
+    """One row per prompt: id, source, variant, tokens, mean depth-wise coupling at every K (chosen
+    metric), median line-shape score and expodistance of its tokens (both conventions)."""
     m = data["metrics"].index(metric)
     coupling = -_off_diagonal_mean(data["depthwise"][:, m].astype(np.float64))  # (P, n_K)
-    table = pd.DataFrame({"prompt": data["prompt_ids"], "variant": data["variants"], "n_tokens": data["n_tokens"]})
+    table = pd.DataFrame({"prompt": data["prompt_ids"], "source": data["sources"], "variant": data["variants"],
+                          "n_tokens": data["n_tokens"]})
     for j, K in enumerate(data["Ks"]):
         table[f"coupling_K{K}"] = coupling[:, j]
-    by_prompt = pd.DataFrame({"p": data["token_prompt"], "lss": data["lss"], "ed": data["ed"]}).groupby("p")
-    table["lss_median"] = by_prompt["lss"].median().to_numpy()
-    table["ed_median"] = by_prompt["ed"].median().to_numpy()
+    by_prompt = pd.DataFrame({"p": data["token_prompt"], **{name: data[name] for name in TRAJECTORY}}).groupby("p")
+    for name in TRAJECTORY:
+        table[f"{name}_median"] = by_prompt[name].median().to_numpy()
     return table
 
 
+def prompt_groups(data):
+    """``{(source, variant): prompt mask}``: every variant over all sources (source ``all``) and
+    every source's own variants. Plain and chain-of-thought prompts are never pooled."""
+    sources, variants = np.array(data["sources"]), np.array(data["variants"])
+    groups = {("all", v): variants == v for v in sorted(set(variants))}
+    groups.update({(s, v): (sources == s) & (variants == v) for s in dict.fromkeys(sources)
+                   for v in sorted(set(variants[sources == s]))})
+    return groups
+
+
 def summarize_steps(checkpoints, steps, *, metric):
-    """Tables over training of one model.
+    """Tables over training of one model, each prompt group apart (:func:`prompt_groups`).
 
     Parameters
     ----------
@@ -57,53 +74,74 @@ def summarize_steps(checkpoints, steps, *, metric):
     Returns
     -------
     dict of DataFrame
-        ``steps`` (step, variant, K: coupling mean / sd over prompts, LSS and ED median and
-        quartiles over tokens); ``depthwise`` (step, K, layer, other: mean and sd over prompts of
-        the coupling of ``J^layer`` on the basis of ``other``); ``profile`` (step, K, layer: Fig. 15);
-        ``regularity`` (step, depth: norm, windowed LSS and ED, median over tokens);
-        ``tokenwise`` (step, pair, kind, K: mean coupling over off-diagonal token pairs).
+        ``steps`` (step, source, variant, K: coupling mean / sd over prompts, LSS and ED median
+        and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step, variant, K, layer, other: mean and sd over
+        prompts of the coupling of ``J^layer`` on the basis of ``other``); ``profile`` (step,
+        source, variant, K, layer: Fig. 15); ``regularity`` (step, variant, depth: norm, windowed
+        LSS and ED, median over tokens, both conventions); ``tokenwise`` (step, pair, kind, K: mean coupling over
+        off-diagonal token pairs of the first prompts).
     """
     rows = {name: [] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
     for step, data in zip(steps, checkpoints):
         m = data["metrics"].index(metric)
         M = -data["depthwise"][:, m].astype(np.float64)  # (P, n_K, L, L) coupling
         prompts = checkpoint_prompts(data, metric=metric)
-        variants = np.array(data["variants"])
-        token_variant = variants[data["token_prompt"]]
-        for variant in sorted(set(data["variants"])):
-            tokens = token_variant == variant
-            lss, ed = data["lss"][tokens], data["ed"][tokens]
-            for K in data["Ks"]:
-                values = prompts.loc[prompts.variant == variant, f"coupling_K{K}"]
-                rows["steps"].append({
-                    "step": step, "variant": variant, "K": int(K), "n_prompts": len(values),
-                    "coupling_mean": values.mean(), "coupling_sd": values.std(ddof=1),
-                    "lss_median": np.nanmedian(lss), "lss_q1": np.nanquantile(lss, 0.25),
-                    "lss_q3": np.nanquantile(lss, 0.75), "ed_median": np.nanmedian(ed),
-                    "ed_q1": np.nanquantile(ed, 0.25), "ed_q3": np.nanquantile(ed, 0.75)})
-        L = M.shape[-1]
-        for j, K in enumerate(data["Ks"]):
-            mean, sd = M[:, j].mean(axis=0), M[:, j].std(axis=0, ddof=1) if len(M) > 1 else np.full((L, L), np.nan)
-            profile = layer_profile(M[:, j]).mean(axis=0)
-            for layer in range(L):
-                rows["profile"].append({"step": step, "K": int(K), "layer": layer, "coupling": profile[layer]})
-                for other in range(L):
-                    rows["depthwise"].append({"step": step, "K": int(K), "layer": layer, "other": other,
-                                              "coupling_mean": mean[layer, other], "coupling_sd": sd[layer, other]})
-        for depth in range(data["norms"].shape[0]):
-            rows["regularity"].append({
-                "step": step, "depth": depth, "norm_median": np.median(data["norms"][depth]),
-                "lss_windowed_median": _nanmedian(data["lss_windowed"][depth]),
-                "ed_windowed_median": _nanmedian(data["ed_windowed"][depth])})
-        for p, (l, lp) in enumerate(data.get("layer_pairs", np.zeros((0, 2), int))):
-            for kind in TOKEN_WISE:
-                values = -data[f"tw_{kind}"][p][:, m].astype(np.float64)  # (P_tw, n_K, ..., T, T)
-                T = values.shape[-1]
-                off = ~np.eye(T, dtype=bool)
-                for j, K in enumerate(data["Ks"]):
-                    rows["tokenwise"].append({"step": step, "layer": int(l), "other": int(lp), "kind": kind,
-                                              "K": int(K), "coupling_mean": np.nanmean(values[:, j][..., off])})
+        for (source, variant), chosen in prompt_groups(data).items():
+            tokens = chosen[data["token_prompt"]]
+            rows["steps"] += _step_rows(data, prompts[chosen], tokens, step=step, source=source, variant=variant)
+            for j, K in enumerate(data["Ks"]):
+                profile = layer_profile(M[chosen, j]).mean(axis=0)
+                rows["profile"] += [{"step": step, "source": source, "variant": variant, "K": int(K), "layer": layer,
+                                     "coupling": value} for layer, value in enumerate(profile)]
+            if source == "all":
+                rows["depthwise"] += _depthwise_rows(M[chosen], data["Ks"], step=step, variant=variant)
+                rows["regularity"] += _regularity_rows(data, tokens, step=step, variant=variant)
+        rows["tokenwise"] += _tokenwise_rows(data, m, step=step)
     return {name: pd.DataFrame(table) for name, table in rows.items()}
+
+
+def _step_rows(data, prompts, tokens, **keys):
+    regularity = {}
+    for name in TRAJECTORY:
+        values = data[name][tokens]
+        regularity.update({f"{name}_median": np.nanmedian(values), f"{name}_q1": np.nanquantile(values, 0.25),
+                           f"{name}_q3": np.nanquantile(values, 0.75)})
+    return [{**keys, "K": int(K), "n_prompts": len(prompts), "coupling_mean": prompts[f"coupling_K{K}"].mean(),
+             "coupling_sd": prompts[f"coupling_K{K}"].std(ddof=1), **regularity} for K in data["Ks"]]
+
+
+def _regularity_rows(data, tokens, **keys):
+    norms = {"": data["norms"][:, tokens], "_raw": np.concatenate([data["norms"][:-1, tokens],
+                                                                   data["norm_last_raw"][None, tokens]])}
+    rows = []
+    for depth in range(data["norms"].shape[0]):
+        row = {**keys, "depth": depth}
+        for suffix in ("", "_raw"):
+            row.update({f"norm{suffix}_median": np.median(norms[suffix][depth]),
+                        f"lss_windowed{suffix}_median": _nanmedian(data["lss_windowed" + suffix][depth, tokens]),
+                        f"ed_windowed{suffix}_median": _nanmedian(data["ed_windowed" + suffix][depth, tokens])})
+        rows.append(row)
+    return rows
+
+
+def _depthwise_rows(M, Ks, **keys):
+    L, rows = M.shape[-1], []
+    for j, K in enumerate(Ks):
+        mean, sd = M[:, j].mean(axis=0), M[:, j].std(axis=0, ddof=1) if len(M) > 1 else np.full((L, L), np.nan)
+        rows += [{**keys, "K": int(K), "layer": layer, "other": other, "coupling_mean": mean[layer, other],
+                  "coupling_sd": sd[layer, other]} for layer in range(L) for other in range(L)]
+    return rows
+
+
+def _tokenwise_rows(data, m, **keys):
+    rows = []
+    for p, (l, lp) in enumerate(data.get("layer_pairs", np.zeros((0, 2), int))):
+        for kind in TOKEN_WISE:
+            values = -data[f"tw_{kind}"][p][:, m].astype(np.float64)  # (P_tw, n_K, ..., T, T)
+            off = ~np.eye(values.shape[-1], dtype=bool)
+            rows += [{**keys, "layer": int(l), "other": int(lp), "kind": kind, "K": int(K),
+                      "coupling_mean": np.nanmean(values[:, j][..., off])} for j, K in enumerate(data["Ks"])]
+    return rows
 
 
 def layer_profile(M):
@@ -143,7 +181,7 @@ def across_models(final, *, scores=None):
     """
     rows = []
     for model, (steps, data) in final.items():
-        last = steps[(steps.step == steps.step.max()) & (steps.variant == "plain")]
+        last = steps[(steps.step == steps.step.max()) & (steps.source == "all") & (steps.variant == "plain")]
         row = {"model": model, "step": int(steps.step.max()), "n_params": int(data["n_params"]),
                "n_layers": int(data["n_layers"]), "d_model": int(data["d_model"])}
         row.update({f"coupling_K{int(r.K)}": r.coupling_mean for r in last.itertuples()})

@@ -1,9 +1,10 @@
 """Token trajectories through the residual stream and their regularity (paper 002).
 
 A prompt of ``T`` tokens through ``L`` blocks gives, per token, the trajectory ``x^0 .. x^L``:
-``x^l`` is the input of block ``l`` (``x^0`` the embeddings as the first block sees them) and
-``x^L`` the last block's output *before* the final norm, all from hooks on the blocks themselves
-(``output_hidden_states[-1]`` is after the final norm).
+``x^l`` is the input of block ``l`` (``x^0`` the embeddings as the first block sees them), from
+hooks on the blocks themselves. Two conventions for ``x^L``: the paper's (eq. 7 counts the final
+norm in the last block; ``output_hidden_states[-1]`` in transformers 5), and the raw residual
+stream, the last block's output before the final norm.
 
 Regularity of one trajectory:
 
@@ -26,7 +27,7 @@ from crosslayer.models.adapters import adapter_for
 __all__ = ["PCA_FITS", "expodistance", "line_shape_score", "record_trajectories", "trajectory_pca", "windowed"]
 
 
-def record_trajectories(model, input_ids):
+def record_trajectories(model, input_ids, *, final_norm=False):
     """``x^0 .. x^L`` of every token of one sequence.
 
     Parameters
@@ -34,6 +35,9 @@ def record_trajectories(model, input_ids):
     model : transformers.PreTrainedModel
         A family :func:`crosslayer.models.adapters.adapter_for` supports.
     input_ids : (T,) sequence of int
+    final_norm : bool
+        ``x^L`` after the final norm (the paper's; the decoder's ``last_hidden_state``) instead of
+        the last block's raw output.
 
     Returns
     -------
@@ -60,10 +64,12 @@ def record_trajectories(model, input_ids):
     device = next(model.parameters()).device
     try:
         with torch.no_grad():
-            model.base_model(input_ids=torch.as_tensor(list(input_ids), device=device)[None], use_cache=False)
+            out = model.base_model(input_ids=torch.as_tensor(list(input_ids), device=device)[None], use_cache=False)
     finally:
         for handle in handles:
             handle.remove()
+    if final_norm:
+        states[-1] = out.last_hidden_state[0].float().cpu()
     traj = torch.stack(states).numpy()
     bad = ~np.isfinite(traj).all(axis=-1)
     if bad.any():

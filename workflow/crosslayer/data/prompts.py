@@ -9,8 +9,9 @@ Three sources, concatenated in this order, one file format for the later stages:
   across the whole split (MMLU's ``all`` is sorted by subject: its first 200 rows are two subjects),
   kept in dataset order.
 
-With ``cot`` every prompt also appears with the zero-shot chain-of-thought suffix
-(:data:`COT_SUFFIX`, the paper's comparison) as variant ``cot``. Each prompt is written as a JSON
+With ``cot`` every prompt of the named sources (or of all, with ``True``) also appears with the
+zero-shot chain-of-thought suffix (:data:`COT_SUFFIX`) as variant ``cot``; the paper compares the
+two on GSM8K (its Fig. 15). Each prompt is written as a JSON
 line ``{"id", "source", "variant", "text"}``; ids name where a prompt came from (``default.txt:12``
 is line 12 of that file), so an error about a prompt can be traced to it.
 """
@@ -77,8 +78,9 @@ def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20
     datasets : sequence of dict
         ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``seed``, ``revision`` and
         ``cache_dir`` (arguments of :func:`crosslayer.data.samples.dataset_texts`).
-    cot : bool
-        Add every prompt again with :data:`COT_SUFFIX` (variant ``cot``; the others ``plain``).
+    cot : bool or sequence of str
+        Add every prompt again with :data:`COT_SUFFIX` (variant ``cot``; the others ``plain``): all
+        sources with ``True``, else those named (``file``, ``corpus`` or a dataset's label).
     """
     sources = []
     if file:
@@ -91,8 +93,13 @@ def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20
             for source, prompts in sources for pid, text in prompts]
     if not rows:
         raise ValueError("the prompt set is empty: set coupling.prompts.file, corpus_paragraphs or datasets")
-    if cot:
-        rows += [{**row, "id": row["id"] + "+cot", "variant": "cot", "text": row["text"] + COT_SUFFIX} for row in rows]
+    names = [source for source, _ in sources]
+    cot = names if cot is True else list(cot or ())
+    unknown = [source for source in cot if source not in names]
+    if unknown:
+        raise ValueError(f"coupling.prompts.cot: {unknown} are not prompt sources; choose from {names}")
+    rows += [{**row, "id": row["id"] + "+cot", "variant": "cot", "text": row["text"] + COT_SUFFIX}
+             for row in rows if row["source"] in cot]
     return rows
 
 

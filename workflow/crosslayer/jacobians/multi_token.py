@@ -72,7 +72,7 @@ def _check_finite(J, layer, tokens):
         raise ValueError(f"non-finite Jacobian at layer {layer}, tokens {tokens}")
 
 
-def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def last_token_jacobians(model, input_ids, *, layers=None, final_norm=False, chunk_bytes=DEFAULT_CHUNK_BYTES):
     """``J^l_{TT}`` of the residual branch of every block at the last token, context fixed.
 
     Parameters
@@ -83,6 +83,9 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
     input_ids : (T,) sequence of int, T >= 1
     layers : iterable of int, optional
         Default: every block.
+    final_norm : bool
+        The last block's branch ends with the final norm, ``norm(f(x) + x) - x`` (paper 002's
+        eq. 7), instead of its raw ``f(x)``.
     chunk_bytes : int
         Working memory of one batch of cotangents.
 
@@ -109,15 +112,23 @@ def last_token_jacobians(model, input_ids, *, layers=None, chunk_bytes=DEFAULT_C
         block_calls(model, blocks, ids[:-1], cache=cache, layers=())
     calls = block_calls(model, blocks, ids[-1:], cache=cache, layers=layers)
     for layer in sorted(calls):
-        call = calls[layer]
-        J = _split_jacobian(adapter, call, chunk_bytes)
+        call, norm = calls[layer], _final_norm(model, adapter, blocks, layer, final_norm)
+        J = _split_jacobian(adapter, call, chunk_bytes) if norm is None else None
         if J is None:  # the generic sweep through the whole block
             with torch.enable_grad():
                 x = call.hidden.clone().requires_grad_(True)  # (1, d): the last token
-                out = call(x)[0] - x[0]
+                y = call(x)
+                out = (y if norm is None else norm(y))[0] - x[0]
                 J = _sweep(out, x, chunk_bytes, _row_bytes(model, 1, len(ids)))[:, 0].detach()
         _check_finite(J, layer, (len(ids) - 1, len(ids) - 1))
         yield layer, J
+
+
+def _final_norm(model, adapter, blocks, layer, final_norm):
+    """The final norm when it closes this block's branch, else None (identity for the sweep)."""
+    if final_norm and layer == len(blocks) - 1:
+        return adapter.final_norm(model)
+    return None
 
 
 class _NotSplittable(Exception):
@@ -291,7 +302,7 @@ def _fall_back(adapter, layer, reason):
     return None
 
 
-def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def token_jacobians(model, input_ids, layer, *, outputs=None, final_norm=False, chunk_bytes=DEFAULT_CHUNK_BYTES):
     """``J^l_{t1 t2}`` of one block's residual branch for every ``t1 <= t2``, one sweep per ``t2``.
 
     Parameters
@@ -301,6 +312,8 @@ def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAUL
     layer : int
     outputs : iterable of int, optional
         Output tokens ``t2`` (default all ``0 .. T-1``).
+    final_norm : bool
+        The last block's branch ends with the final norm (:func:`last_token_jacobians`).
     chunk_bytes : int
         Working memory of one batch of cotangents.
 
@@ -315,11 +328,15 @@ def token_jacobians(model, input_ids, layer, *, outputs=None, chunk_bytes=DEFAUL
     outputs = range(T) if outputs is None else sorted(outputs)
     if any(not 0 <= t < T for t in outputs):
         raise ValueError(f"output tokens {list(outputs)} must lie in [0, {T})")
-    call = block_calls(model, adapter_for(model).blocks(model), ids, layers=[layer])[layer]
+    adapter = adapter_for(model)
+    blocks = adapter.blocks(model)
+    call, norm = block_calls(model, blocks, ids, layers=[layer])[layer], _final_norm(model, adapter, blocks, layer,
+                                                                                     final_norm)
     row_bytes = _row_bytes(model, T, T)
     with torch.enable_grad():
         X = call.hidden.clone().requires_grad_(True)  # (T, d)
-        out = call(X) - X
+        Y = call(X)
+        out = (Y if norm is None else norm(Y)) - X
         for t2 in outputs:
             # rows t > t2 of X cannot reach out[t2]; the sweep returns exact zeros there
             J = _sweep(out[t2], X, chunk_bytes, row_bytes)[:, : t2 + 1].transpose(0, 1).detach()  # (t2 + 1, d, d)

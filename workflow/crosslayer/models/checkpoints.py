@@ -70,7 +70,7 @@ BIN_PATTERNS = ["config.json", "pytorch_model*.bin", "pytorch_model.bin.index.js
 #: Fetched beside the weights when the repo has them: the activation stages tokenize texts.
 TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                       "vocab.json", "merges.txt", "vocab.txt", "spiece.model"]
-SOURCES = ("hub", "local", "train")
+SOURCES = ("hub", "local", "train", "init")  # init: an untrained twin (crosslayer.models.untrained)
 
 # The same transport errors huggingface_hub's own http_backoff retries (its client is httpx2).
 _TRANSIENT_NETWORK = (
@@ -83,7 +83,7 @@ _TRANSIENT_NETWORK = (
 _TRANSIENT_STATUS = (408, 429)
 
 
-def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, backoff_s=2.0, token=None):
+def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, backoff_s=2.0, token=None, weights=True):
     """Fetch the config and weights of ``repo@revision`` into the huggingface_hub cache.
 
     Safetensors weights are preferred; a snapshot without them is fetched again with
@@ -107,6 +107,8 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
         Wait ``backoff_s * 2**i`` seconds after the ``i``-th failed try.
     token : str, optional
         Hub token; by default huggingface_hub uses ``HF_TOKEN`` or the stored login.
+    weights : bool
+        False fetches only the config and tokenizer (an untrained twin is built from them).
 
     Returns
     -------
@@ -127,9 +129,9 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
         return Path(path)
 
     try:
-        snapshot = _with_retries(lambda: fetch(WEIGHT_PATTERNS + TOKENIZER_PATTERNS), attempts=attempts,
-                                 backoff_s=backoff_s)
-        if not any(snapshot.glob("model*.safetensors")):
+        snapshot = _with_retries(lambda: fetch((WEIGHT_PATTERNS if weights else ["config.json"]) + TOKENIZER_PATTERNS),
+                                 attempts=attempts, backoff_s=backoff_s)
+        if weights and not any(snapshot.glob("model*.safetensors")):
             log.info("%s@%s has no safetensors weights: fetching pytorch_model*.bin", repo, revision)
             snapshot = _with_retries(lambda: fetch(BIN_PATTERNS + TOKENIZER_PATTERNS), attempts=attempts,
                                      backoff_s=backoff_s)
@@ -143,7 +145,7 @@ def download_checkpoint(repo, revision, *, cache_dir, model=None, attempts=5, ba
 
     if not (snapshot / "config.json").is_file():
         raise CheckpointError(f"no config.json in {snapshot}", model=model, revision=revision, file=repo)
-    if not any(snapshot.glob("model*.safetensors")) and not any(snapshot.glob("pytorch_model*.bin")):
+    if weights and not any(snapshot.glob("model*.safetensors")) and not any(snapshot.glob("pytorch_model*.bin")):
         raise CheckpointError(
             f"no weights (model*.safetensors or pytorch_model*.bin) in {snapshot}",
             model=model, revision=revision, file=repo,
@@ -255,8 +257,8 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
         The model's name in the workflow config.
     step : int
         Training step of the checkpoint.
-    source : {"hub", "local", "train"}
-        Where the checkpoint came from.
+    source : {"hub", "local", "train", "init"}
+        Where the checkpoint came from (``init``: an untrained twin built here).
     checkpoint_dir : str or Path
         Directory holding ``config.json`` and the weights.
     repo, revision : str, optional

@@ -337,6 +337,19 @@ class FamilyAdapter:
         """The module that holds the blocks under ``layer_key``'s stem."""
         return model.base_model
 
+    #: Attribute names of the final normalisation on the decoder, tried in order.
+    final_norm_names: tuple[str, ...] = ("norm", "final_layer_norm", "ln_f", "norm_f", "final_layernorm")
+
+    def final_norm(self, model):
+        """The module the decoder applies to the last block's output (its ``last_hidden_state``
+        is that module of the raw residual stream); paper 002's eq. 7 counts it in the last block."""
+        decoder = self._decoder(model)
+        for name in self.final_norm_names:
+            if isinstance(getattr(decoder, name, None), torch.nn.Module):
+                return getattr(decoder, name)
+        raise NotImplementedError(f"{self.model_type}: no final norm among {list(self.final_norm_names)} on "
+                                  f"{type(decoder).__name__}; set final_norm_names on its adapter")
+
     def block_parts(self, block) -> BlockParts:
         """The canonical :class:`BlockParts` of one loaded block (what single-token
         Jacobians need)."""
