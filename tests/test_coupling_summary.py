@@ -5,7 +5,14 @@ from scipy import stats
 
 from crosslayer.config import read_scores
 from crosslayer.coupling.measure import METRICS
-from crosslayer.coupling.tables import across_models, checkpoint_prompts, fit_table, load_checkpoint, summarize_steps
+from crosslayer.coupling.tables import (
+    across_models,
+    checkpoint_prompts,
+    fit_table,
+    load_checkpoint,
+    regularity_across_models,
+    summarize_steps,
+)
 
 
 def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
@@ -109,3 +116,18 @@ def test_a_checkpoint_file_without_prompt_sources_is_refused_by_name(tmp_path):
         load_checkpoint(tmp_path / "old.coupling.npz")
     np.savez(tmp_path / "new.coupling.npz", **data, sources=["arc"] * 4)
     assert load_checkpoint(tmp_path / "new.coupling.npz")["sources"] == ["arc"] * 4
+
+
+def test_regularity_across_models_puts_each_untrained_step_0_beside_its_last_step_sorted_by_size():
+    data = {m: synthetic_checkpoint(i) for i, m in enumerate(["big", "small", "no-init"])}
+    steps = {"big": summarize_steps([data["big"], synthetic_checkpoint(7)], [0, 5], metric="paper")["steps"],
+             "small": summarize_steps([data["small"], synthetic_checkpoint(8)], [0, 9], metric="paper")["steps"],
+             "no-init": summarize_steps([data["no-init"]], [3], metric="paper")["steps"]}
+    models = pd.DataFrame({"model": ["big", "small", "no-init"], "n_params": [900, 100, 500]})
+    table = regularity_across_models(steps, models)
+    assert list(zip(table.model, table.state, table.step)) == [
+        ("small", "untrained", 0), ("small", "trained", 9), ("no-init", "trained", 3), ("big", "untrained", 0),
+        ("big", "trained", 5)]
+    plain_tokens = np.repeat([True, True, False, False], data["big"]["n_tokens"])  # the first two prompts are plain
+    assert table.lss_median[3] == pytest.approx(np.median(data["big"]["lss"][plain_tokens]))
+    assert table.ed_raw_q1[3] == pytest.approx(np.quantile(data["big"]["ed_raw"][plain_tokens], 0.25))

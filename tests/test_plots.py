@@ -285,3 +285,17 @@ def test_variant_profiles_draw_plain_solid_and_cot_dashed(ax):
     assert (plain.get_label(), plain.get_linestyle(), cot.get_label(), cot.get_linestyle()) == ("plain", "-", "cot", "--")
     assert list(plain.get_ydata()) == [-0.5, -0.6, -0.7] and list(cot.get_ydata()) == [-0.1, -0.2, -0.3]
     assert len(plot_variant_profiles(ax, profile[profile.variant == "plain"])) == 1
+
+
+def test_trained_vs_untrained_draws_median_and_quartiles_per_model_in_order(ax):
+    from crosslayer.coupling.plots import plot_trained_vs_untrained
+
+    table = pd.DataFrame({"model": ["s", "s", "b"], "state": ["untrained", "trained", "trained"],
+                          "lss_median": [3.0, 1.5, 1.2], "lss_q1": [2.0, 1.4, 1.1], "lss_q3": [5.0, 1.7, 1.3]})
+    drawn = plot_trained_vs_untrained(ax, table, "lss")
+    line, _, (bars,) = drawn["trained"]
+    assert list(line.get_xdata()) == [0.12, 1.12] and list(line.get_ydata()) == [1.5, 1.2]
+    assert np.allclose(bars.get_segments()[0][:, 1], [1.4, 1.7])  # the IQR, not median +- a spread
+    untrained, _, _ = drawn["untrained"]
+    assert list(untrained.get_xdata()) == [-0.12] and untrained.get_color() == "C0"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["s", "b"]

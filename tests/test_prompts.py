@@ -3,7 +3,14 @@ import json
 import numpy as np
 import pytest
 
-from crosslayer.data.prompts import COT_SUFFIX, collect_prompts, file_prompts, read_prompts, write_prompts
+from crosslayer.data.prompts import (
+    COT_SUFFIX,
+    collect_prompts,
+    file_prompts,
+    prompt_token_ids,
+    read_prompts,
+    write_prompts,
+)
 
 
 def test_prompt_file_lines_comments_and_ids(tmp_path):
@@ -86,3 +93,22 @@ def test_a_seeded_dataset_sample_spans_the_split_in_order_and_keeps_row_ids(tmp_
     assert [r["id"] for r in first] == [f"mmlu:{i}" for i in range(10)]
     with pytest.raises(ValueError, match="50 rows in split 'test', fewer than n = 51"):
         collect_prompts(datasets=[{**spec, "n": 51}])
+
+
+def test_a_long_chain_of_thought_prompt_keeps_its_suffix_when_cut():
+    words = {}
+
+    def tokenizer(text, add_special_tokens=True):  # one id per word, a start token like many tokenizers
+        ids = [words.setdefault(w, len(words) + 1) for w in text.split()]
+        return {"input_ids": ([0] if add_special_tokens else []) + ids}
+
+    base = " ".join(f"w{i}" for i in range(30))
+    rows = [{"variant": "plain", "text": base}, {"variant": "cot", "text": base + COT_SUFFIX},
+            {"variant": "cot", "text": "short" + COT_SUFFIX}]
+    plain, cot, short = prompt_token_ids(tokenizer, rows, max_tokens=12)
+    suffix = tokenizer(COT_SUFFIX, add_special_tokens=False)["input_ids"]
+    assert len(plain) == len(cot) == 12 and plain != cot
+    assert cot == plain[: 12 - len(suffix)] + suffix and short == tokenizer("short" + COT_SUFFIX)["input_ids"]
+    assert prompt_token_ids(tokenizer, rows)[1] == tokenizer(base + COT_SUFFIX)["input_ids"]  # no cut: whole
+    with pytest.raises(ValueError, match="max_tokens = 4 leaves no room .* raise it"):
+        prompt_token_ids(tokenizer, rows, max_tokens=4)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from crosslayer.config import resolve_checkpoints
+from crosslayer.config import model_steps, resolve_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = ROOT / "config" / "suites"
@@ -66,13 +66,29 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
 def test_coupling_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "coupling.yaml"
     models = yaml.safe_load(suite.read_text())["models"]
-    jobs = planned_jobs(dry_run(tmp_path, suite))
-    checkpoints = 2 * 13 + 10  # the Pythia 6.9B / 12B series at 13 steps; ten base models' final checkpoints
-    assert len(models) == 12 and jobs.get("download_checkpoint") == jobs.get("block_coupling") == checkpoints
+    output = dry_run(tmp_path, suite)
+    jobs = planned_jobs(output)
+    downloaded = 2 * 13 + 10  # the Pythia 6.9B / 12B series at 13 steps; ten base models' final checkpoints
+    assert len(models) == 12 and jobs.get("download_checkpoint") == downloaded
+    assert jobs.get("build_untrained") == 10  # every base model beside its untrained twin (Pythia has step 0)
+    assert jobs.get("block_coupling") == downloaded + 10
     assert jobs.get("coupling_across_models") == 1 and jobs.get("prepare_prompts") == 1
     assert jobs.get("plot_coupling") == len(models)
     scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
     assert [row.split(",")[0] for row in scores] == list(models)  # the score template names every model
+    # every output docs/coverage.md lists for paper 002 is planned, for every model of the suite
+    planned = {path.strip() for line in re.findall(r"^\s+output: (.+)$", output, re.M) for path in line.split(",")}
+    listed = set(re.findall(r"`(results/[^`]+)`", coverage_section("Paper 002")))
+    assert len(listed) >= 15
+    for path in listed:
+        expected = {path.format(model=model, step=model_steps(entry)[-1]) for model, entry in models.items()}
+        assert expected <= planned, (path, sorted(expected - planned)[:3])
+
+
+def coverage_section(title):
+    """The rows of one paper's section of docs/coverage.md."""
+    text = (ROOT / "docs" / "coverage.md").read_text()
+    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
 @pytest.mark.workflow

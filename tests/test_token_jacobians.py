@@ -42,6 +42,8 @@ def reference(model, ids, layer, t1, t2, *, branch=True, final_norm=False):
     def put(module, args, kwargs):
         hidden = args[0] if args else kwargs["hidden_states"]
         state.setdefault("x", hidden[0, t1].detach().clone())
+        if state["v"] is None:  # the first pass only records x_{t1}
+            return None
         hidden = torch.cat([hidden[:, :t1], state["v"][None, None], hidden[:, t1 + 1 :]], dim=1)
         if args:
             return (hidden, *args[1:]), kwargs
@@ -57,7 +59,7 @@ def reference(model, ids, layer, t1, t2, *, branch=True, final_norm=False):
 
     handles = [block.register_forward_pre_hook(put, with_kwargs=True), block.register_forward_hook(read)]
     try:
-        state["v"] = torch.zeros(D)
+        state["v"] = None
         with torch.no_grad():
             model.base_model(input_ids=torch.tensor([ids]), use_cache=False)  # records x_{t1}
         return torch.autograd.functional.jacobian(g, state["x"])

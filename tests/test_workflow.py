@@ -15,8 +15,10 @@ import pytest
 import torch
 import yaml
 from hub_cache import lay_out_cache
+from test_token_jacobians import reference
 from transformers import AutoModelForCausalLM
 
+from crosslayer.data.prompts import prompt_token_ids
 from crosslayer.data.samples import read_samples
 from crosslayer.linalg.subspace import pairwise_overlap, random_overlap_baseline, top_singular_subspaces
 from crosslayer.models.checkpoints import read_manifest, verify_manifest
@@ -463,9 +465,11 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
     assert list(result["prompt_ids"]) == [row["id"] for row in prompts] and len(prompts) == 40
     assert [row["id"] for row in prompts if row["variant"] == "cot"] == ["corpus:0+cot", "corpus:1+cot"]
     for p in (0, len(prompts) - 1):  # a file prompt and a CoT corpus paragraph (cut to max_tokens = 24)
-        ids = tokenizer(prompts[p]["text"])["input_ids"][:24]
+        ids = prompt_token_ids(tokenizer, [prompts[p]], 24)[0]  # a long CoT prompt keeps its suffix
         assert result["n_tokens"][p] == len(ids)
         J = {l: j.double().numpy() for l, j in released_last_token_jacobians(live, ids)}
+        last = len(J) - 1  # coupling.final_norm: the final norm closes the last block (eq. 7), by autograd
+        J[last] = reference(live, ids, last, len(ids) - 1, len(ids) - 1, final_norm=True).double().numpy()
         svd = {l: np.linalg.svd(j) for l, j in J.items()}
         for l, lp in [(0, 1), (3, 0), (2, 2)]:
             U, _, Vh = svd[lp]
@@ -474,7 +478,7 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
         with torch.no_grad():
             hidden = live(torch.tensor([ids]), output_hidden_states=True).hidden_states
         norms = result["norms"][:, result["token_prompt"] == p]
-        for depth in range(4):  # x^L (before the final norm) is not among hidden_states
+        for depth in range(5):  # x^L after the final norm: hidden_states[L]
             assert np.allclose(norms[depth], hidden[depth][0].norm(dim=-1).numpy(), rtol=1e-5)
     steps = pd.read_csv(tiny_run / f"results/coupling/{model}/steps.tsv", sep="\t")
     plain = steps.query("source == 'all' and variant == 'plain' and K == 8").set_index("step")

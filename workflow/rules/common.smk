@@ -281,6 +281,9 @@ COUPLING_FIGURES = [
     "profile",
     "graph",
     "cot",
+    "fixed_depths",
+    "singular_values",
+    "prompt_length",
 ]  # see plot_coupling
 
 

@@ -91,6 +91,7 @@ rule coupling_across_models:
             labels={"table": "coupling per model"},
         ),
         fits="results/coupling/fits.tsv",
+        regularity="results/coupling/regularity_models.tsv",
     log:
         "logs/coupling_across_models.log",
     benchmark:
@@ -117,6 +118,9 @@ rule plot_coupling:
         profile=figure("coupling", "profile", "coupling_profile"),
         graph=figure("coupling", "graph", "coupling_graph"),
         cot=figure("coupling", "cot", "coupling_cot"),
+        fixed_depths=figure("coupling", "fixed_depths", "coupling_fixed_depths"),
+        singular_values=figure("coupling", "singular_values", "coupling_singular_values"),
+        prompt_length=figure("coupling", "prompt_length", "coupling_prompt_length"),
         pdfs=expand(
             "results/figures/coupling/{{model}}.{name}.pdf",
             name=COUPLING_FIGURES,
@@ -144,12 +148,14 @@ rule plot_coupling_models:
         steps=expand("results/coupling/{model}/steps.tsv", model=models_for("coupling")),
         models=rules.coupling_across_models.output.models,
         fits=rules.coupling_across_models.output.fits,
+        regularity=rules.coupling_across_models.output.regularity,
     output:
         over_training=figure("coupling", "over_training", "coupling_over_training_all", model="all_models"),
         vs_score=figure("coupling", "vs_score", "coupling_vs_score", model="all_models"),
+        regularity=figure("coupling", "regularity", "coupling_regularity_models", model="all_models"),
         pdfs=expand(
             "results/figures/coupling/all_models.{name}.pdf",
-            name=["over_training", "vs_score"],
+            name=["over_training", "vs_score", "regularity"],
         ),
     log:
         "logs/plot_coupling_models.log",
@@ -160,6 +166,7 @@ rule plot_coupling_models:
     params:
         models=models_for("coupling"),
         metric=COUPLING["metric"],
+        final_norm=COUPLING["final_norm"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling_models.py"

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
 from crosslayer.coupling.measure import METRICS
 from crosslayer.coupling.tables import checkpoint_prompts, load_checkpoint
-from crosslayer.data.prompts import read_prompts
+from crosslayer.data.prompts import prompt_token_ids, read_prompts
 from crosslayer.errors import CheckpointError
 from crosslayer.models.checkpoints import verified_manifest
 from crosslayer.models.loading import load_model
@@ -31,7 +31,7 @@ if tokenizer is None:
 model.set_attn_implementation("eager")  # autograd batches eager attention; fused kernels fall back to a loop
 prompts = read_prompts(snakemake.input.prompts)
 prompt_ids = [row["id"] for row in prompts]
-token_ids = [tokenizer(row["text"])["input_ids"][: params.max_tokens] for row in prompts]
+token_ids = prompt_token_ids(tokenizer, prompts, params.max_tokens)
 token_wise = params.token_wise
 try:
     check_prompts(prompt_ids, token_ids, context=context_length(model.config),

@@ -5,7 +5,7 @@ start(snakemake)
 import pandas as pd
 
 from crosslayer.config import read_scores
-from crosslayer.coupling.tables import across_models, fit_table, load_checkpoint
+from crosslayer.coupling.tables import across_models, fit_table, load_checkpoint, regularity_across_models
 
 models = snakemake.params.models
 scores = read_scores(snakemake.input.scores, models=models) if snakemake.input.scores else None
@@ -14,3 +14,5 @@ final = {model: (pd.read_csv(steps, sep="\t"), load_checkpoint(npz))
 table = across_models(final, scores=scores)
 table.to_csv(snakemake.output.models, sep="\t", index=False)
 fit_table(table).to_csv(snakemake.output.fits, sep="\t", index=False)
+regularity_across_models({model: steps for model, (steps, _) in final.items()}, table).to_csv(
+    snakemake.output.regularity, sep="\t", index=False)

@@ -15,7 +15,7 @@ from crosslayer.coupling.plots import (
     plot_trajectories_2d,
     plot_variant_profiles,
 )
-from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint
+from crosslayer.coupling.tables import TOKEN_WISE, checkpoint_prompts, load_checkpoint
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf, set_step_axis
 
 model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
@@ -197,3 +197,43 @@ if not with_cot:
     axes[0, 0].set_axis_off()
 fig.suptitle(f"{model}: plain vs chain-of-thought prompts, step {format_step(steps[-1])}")
 save(fig, "cot")
+
+# 10. windowed LSS and ED at fixed depths over training (Figs 27-29; the paper: blocks 5, 15, 30 of 36)
+plain_regularity = tables["regularity"].query("variant == 'plain'")
+inside = sorted(set(plain_regularity.dropna(subset=[f"lss_windowed{raw}_median"]).depth))
+depths = sorted({inside[round(q * (len(inside) - 1))] for q in (1 / 6, 1 / 2, 5 / 6)}) if inside else []
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+for ax, (name, label) in zip(axes, (("lss", "windowed LSS"), ("ed", "windowed ED"))):
+    for depth in depths:
+        part = plain_regularity[plain_regularity.depth == depth]
+        ax.plot(part.step, part[f"{name}_windowed{raw}_median"], marker="o", ms=3, label=f"depth {depth}")
+    set_step_axis(ax, steps)
+    ax.set(ylabel=f"{label} (width {snakemake.params.window}, median over tokens)")
+    ax.legend(frameon=False, fontsize="small")
+fig.suptitle(f"{model}: trajectory regularity at fixed depths over training ({x_last})")
+save(fig, "fixed_depths")
+
+# 11. top singular values of the residual Jacobians by depth, first vs last step (Figs 33, 34)
+fig, axes = plt.subplots(1, len(shown), figsize=(5.5 * len(shown), 4), layout="constrained", squeeze=False,
+                         sharey=True)
+for ax, step in zip(axes[0], shown):
+    values = data[step]["singular_values"][np.array(data[step]["variants"]) == "plain"]  # (P, L, max K)
+    for index in sorted({1, K_fig, values.shape[-1]}):
+        ax.plot(range(values.shape[1]), np.median(values[..., index - 1], axis=0), marker="o", ms=3,
+                label=f"σ_{index}")
+    ax.set(yscale="log", xlabel="layer l", title=f"step {format_step(step)}")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.legend(frameon=False, fontsize="small")
+axes[0, 0].set_ylabel("singular value of J^l_tt (median over prompts)")
+fig.suptitle(f"{model}: singular values of the residual Jacobians by depth ({null_note})")
+save(fig, "singular_values")
+
+# 12. prompt length against the prompt's mean depth-wise coupling, last step (Fig. 9, right)
+prompt_table = checkpoint_prompts(data[steps[-1]], metric=metric)
+fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+for variant, part in prompt_table.groupby("variant"):
+    ax.scatter(part.n_tokens, part[f"coupling_K{K_main}"], s=10, alpha=0.7, label=variant)
+ax.set(xlabel="prompt length (tokens)", ylabel=f"mean depth-wise coupling (K = {K_main}, {metric})")
+ax.legend(frameon=False, fontsize="small")
+fig.suptitle(f"{model}: prompt length vs coupling, step {format_step(steps[-1])}")
+save(fig, "prompt_length")

@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from crosslayer.coupling.plots import plot_trained_vs_untrained
 from crosslayer.plotting import save_png_and_pdf, set_step_axis
 
 params, output = snakemake.params, snakemake.output
@@ -53,3 +54,15 @@ if len(fit) and np.isfinite(fit.r2.iloc[0]):
 ax.set(xlabel=f"mean depth-wise coupling (K = {K}, {params.metric})", ylabel=y_label, title=title)
 fig.suptitle("Coupling across models" + ("" if has_score else " (no coupling.scores: size instead of score)"))
 save_png_and_pdf(fig, output.vs_score, dpi=params.dpi)
+
+# 3. trajectory regularity, untrained vs trained, every model by size (Figs 5 and 25)
+regularity = pd.read_csv(snakemake.input.regularity, sep="\t")
+raw = "" if params.final_norm else "_raw"
+fig, axes = plt.subplots(1, 2, figsize=(max(10, 1.3 * models.model.nunique() + 4), 4.5), layout="constrained")
+for ax, (name, label) in zip(axes, (("lss", "line-shape score"), ("ed", "expodistance"))):
+    plot_trained_vs_untrained(ax, regularity, name + raw)
+    ax.set(ylabel=f"{label} (median, IQR over tokens)")
+last = "after" if params.final_norm else "before"
+fig.suptitle(f"Regularity of token trajectories, untrained (step 0) vs trained, models by size\n(x^L {last} the "
+             "final norm)")
+save_png_and_pdf(fig, output.regularity, dpi=params.dpi)

@@ -6,7 +6,8 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trajectories_2d", "plot_variant_profiles"]
+__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trained_vs_untrained", "plot_trajectories_2d",
+           "plot_variant_profiles"]
 
 
 def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
@@ -130,3 +131,33 @@ def plot_variant_profiles(ax, profile):
     ax.set_xlabel("layer l")
     ax.legend(frameon=False, fontsize="small")
     return lines
+
+
+def plot_trained_vs_untrained(ax, table, column):
+    """Per model, in the table's order (by size), the median of a statistic with its inter-quartile
+    range: trained black, untrained blue (paper Figs 5 and 25).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`crosslayer.coupling.tables.regularity_across_models`.
+    column : str
+        The statistic, e.g. ``"lss"`` or ``"ed_raw"`` (columns ``{column}_median``, ``_q1``, ``_q3``).
+
+    Returns
+    -------
+    dict of str -> matplotlib.container.ErrorbarContainer
+        By state, those present.
+    """
+    models = list(dict.fromkeys(table.model))
+    containers = {}
+    for state, color, shift in (("untrained", "C0", -0.12), ("trained", "black", 0.12)):
+        part = table[table.state == state]
+        if len(part):
+            median = part[f"{column}_median"].to_numpy()
+            spread = [median - part[f"{column}_q1"].to_numpy(), part[f"{column}_q3"].to_numpy() - median]
+            containers[state] = ax.errorbar([models.index(m) + shift for m in part.model], median, yerr=spread,
+                                            fmt="o", ms=4, color=color, capsize=2, label=state)
+    ax.set_xticks(range(len(models)), models, rotation=45, ha="right", fontsize="x-small")
+    ax.legend(frameon=False, fontsize="small")
+    return containers

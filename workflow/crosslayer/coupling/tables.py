@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
-           "summarize_steps"]
+           "regularity_across_models", "summarize_steps"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
@@ -188,6 +188,37 @@ def across_models(final, *, scores=None):
         row["score"] = scores[model] if scores else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def regularity_across_models(steps, models):
+    """Trajectory regularity of every model trained (its last step) and untrained (its step 0,
+    where it has one: a twin or a released initialisation), sorted by size: paper Figs 5 and 25.
+
+    Parameters
+    ----------
+    steps : dict
+        model -> its ``steps`` table (:func:`summarize_steps`).
+    models : DataFrame
+        :func:`across_models` (``model``, ``n_params``).
+
+    Returns
+    -------
+    DataFrame
+        model, n_params, state (``untrained`` / ``trained``), step, and the LSS and ED median and
+        quartiles over the tokens of plain prompts, both conventions.
+    """
+    columns = [f"{name}_{stat}" for name in TRAJECTORY for stat in ("median", "q1", "q3")]
+    rows = []
+    for model, n_params in zip(models.model, models.n_params):
+        table = steps[model].query("source == 'all' and variant == 'plain'")
+        table = table[table.K == table.K.min()]  # the regularity columns do not depend on K
+        for state, step in (("untrained", 0), ("trained", table.step.max())):
+            row = table[table.step == step]
+            if len(row) and not (state == "untrained" and step == table.step.max()):
+                rows.append({"model": model, "n_params": int(n_params), "state": state, "step": int(step),
+                             **row.iloc[0][columns].to_dict()})
+    return pd.DataFrame(rows, columns=["model", "n_params", "state", "step", *columns]).sort_values(
+        ["n_params", "model", "state"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
 
 
 def fit_table(models):

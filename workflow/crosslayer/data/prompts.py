@@ -23,7 +23,7 @@ import numpy as np
 
 from crosslayer.data.samples import corpus_paragraphs, dataset_texts
 
-__all__ = ["COT_SUFFIX", "collect_prompts", "file_prompts", "read_prompts", "write_prompts"]
+__all__ = ["COT_SUFFIX", "collect_prompts", "file_prompts", "prompt_token_ids", "read_prompts", "write_prompts"]
 
 COT_SUFFIX = " Let's think step by step."
 
@@ -112,3 +112,29 @@ def write_prompts(rows, path):
 def read_prompts(path):
     """Rows written by :func:`write_prompts`."""
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines()]
+
+
+def prompt_token_ids(tokenizer, rows, max_tokens=None):
+    """Token ids of each prompt, cut to `max_tokens` (None: whole). A chain-of-thought prompt too
+    long for the cut keeps its suffix: its plain text is cut to leave room for the suffix's
+    tokens, so that the two variants of a long prompt never become the same tokens.
+
+    Parameters
+    ----------
+    tokenizer : callable
+        ``tokenizer(text, add_special_tokens=...)["input_ids"]`` (a transformers tokenizer).
+    rows : sequence of dict
+        :func:`collect_prompts` rows.
+    max_tokens : int, optional
+    """
+    out = []
+    for row in rows:
+        ids = tokenizer(row["text"])["input_ids"]
+        if max_tokens is not None and len(ids) > max_tokens and row["variant"] == "cot":
+            suffix = tokenizer(COT_SUFFIX, add_special_tokens=False)["input_ids"]
+            if len(suffix) >= max_tokens:
+                raise ValueError(f"coupling.prompts.max_tokens = {max_tokens} leaves no room for a prompt before "
+                                 f"the {len(suffix)} tokens of the chain-of-thought suffix; raise it")
+            ids = tokenizer(row["text"].removesuffix(COT_SUFFIX))["input_ids"][: max_tokens - len(suffix)] + suffix
+        out.append(ids[:max_tokens])
+    return out
