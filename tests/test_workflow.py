@@ -521,7 +521,7 @@ def test_the_untrained_twin_of_a_trained_model_is_its_step_0(tiny_run, tmp_path)
     coupling["token_wise"]["prompts"] = 0
     config = write_config(tmp_path / "c.yaml", {"twin": {"source": "local", "init": {"seed": 0},
                                                          "checkpoints": {"16": trained["path"]}}}, coupling=coupling)
-    snakemake(tmp_path, "--cores", "2", "--configfile", str(config), "results/coupling/twin/steps.tsv")
+    snakemake(tmp_path, "results/coupling/twin/steps.tsv", "--cores", "2", "--configfile", str(config))
     twin = read_manifest(tmp_path / "results/checkpoints/twin/step0.json")
     step0 = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step0.json")
     assert (twin["source"], twin["revision"]) == ("init", "init-seed0")
