@@ -68,10 +68,10 @@ def test_coupling_suite_builds_its_dag_offline(tmp_path):
     models = yaml.safe_load(suite.read_text())["models"]
     output = dry_run(tmp_path, suite)
     jobs = planned_jobs(output)
-    downloaded = 2 * 13 + 10  # the Pythia 6.9B / 12B series at 13 steps; ten base models' final checkpoints
-    assert len(models) == 12 and jobs.get("download_checkpoint") == downloaded
-    assert jobs.get("build_untrained") == 10  # every base model beside its untrained twin (Pythia has step 0)
-    assert jobs.get("block_coupling") == downloaded + 10
+    downloaded = 5 * 20 + 12  # five Pythia sizes at 20 steps (0, 1, 2, ..., 143k); twelve base models' final ones
+    assert len(models) == 17 and jobs.get("download_checkpoint") == downloaded
+    assert jobs.get("build_untrained") == 12  # every base model beside its untrained twin (Pythia has step 0)
+    assert jobs.get("block_coupling") == downloaded + 12
     assert jobs.get("coupling_across_models") == 1 and jobs.get("prepare_prompts") == 1
     assert jobs.get("plot_coupling") == len(models)
     scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
