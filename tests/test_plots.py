@@ -194,6 +194,10 @@ def test_trajectories_2d_draws_one_line_per_token_and_colours_by_depth():
     points = plot_trajectories_2d(ax, coords)
     assert len(ax.lines) == 2 and len(points.get_offsets()) == 8
     assert np.array_equal(points.get_array(), [0, 0, 1, 1, 2, 2, 3, 3])
+    ax.clear()
+    deep = plot_trajectories_2d(ax, coords, depths=range(2, 4))  # the deep row: states 2 and 3 only
+    assert np.allclose(deep.get_offsets(), coords[2:, :2].reshape(-1, 2)) and np.array_equal(deep.get_array(), [2, 2, 3, 3])
+    assert deep.get_clim() == (0, 3) and len(ax.lines) == 2
     plt.close(fig)
 
 
@@ -299,3 +303,17 @@ def test_trained_vs_untrained_draws_median_and_quartiles_per_model_in_order(ax):
     untrained, _, _ = drawn["untrained"]
     assert list(untrained.get_xdata()) == [-0.12] and untrained.get_color() == "C0"
     assert [t.get_text() for t in ax.get_xticklabels()] == ["s", "b"]
+
+
+@pytest.mark.parametrize("n_layers, window", [(32, range(9, 17)), (12, range(4, 12)), (4, range(0, 4)), (17, range(9, 17))])
+def test_block_window_keeps_the_papers_blocks_where_they_exist(n_layers, window):
+    from crosslayer.coupling.plots import block_window
+
+    assert block_window(n_layers, 9, 16) == window
+
+
+def test_block_window_refuses_a_reversed_window():
+    from crosslayer.coupling.plots import block_window
+
+    with pytest.raises(ValueError, match=r"coupling.example_blocks: \[5, 2\]"):
+        block_window(10, 5, 2)

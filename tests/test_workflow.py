@@ -480,6 +480,12 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
         norms = result["norms"][:, result["token_prompt"] == p]
         for depth in range(5):  # x^L after the final norm: hidden_states[L]
             assert np.allclose(norms[depth], hidden[depth][0].norm(dim=-1).numpy(), rtol=1e-5)
+    # the paper's Fig. 3: |A| of every layer pair on coupling.example_prompt alone
+    ids = tokenizer(str(result["example_prompt"]))["input_ids"][:24]
+    J = {l: j.double().numpy() for l, j in released_last_token_jacobians(live, ids)}
+    J[3] = reference(live, ids, 3, len(ids) - 1, len(ids) - 1, final_norm=True).double().numpy()
+    U, _, Vh = np.linalg.svd(J[0])
+    assert np.allclose(result["example_abs_coupling"][2, 0], np.abs(U[:, :3].T @ J[2] @ Vh[:3].T), atol=1e-4)
     steps = pd.read_csv(tiny_run / f"results/coupling/{model}/steps.tsv", sep="\t")
     plain = steps.query("source == 'all' and variant == 'plain' and K == 8").set_index("step")
     assert list(plain.index) == [0, 4, 8, 16] and (plain.n_prompts == 38).all()

@@ -53,6 +53,7 @@ rule block_coupling:
         pca_prompts=COUPLING["pca_prompts"],
         pca_fit=COUPLING["pca_fit"],
         final_norm=COUPLING["final_norm"],
+        example_prompt=COUPLING["example_prompt"],
         max_tokens=PROMPTS["max_tokens"],
         device=COUPLING["device"],
     script:
@@ -138,6 +139,7 @@ rule plot_coupling:
         window=COUPLING["window"],
         pca_fit=COUPLING["pca_fit"],
         final_norm=COUPLING["final_norm"],
+        example_blocks=COUPLING["example_blocks"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling.py"

@@ -44,10 +44,17 @@ try:
         window=params.window, final_norm=params.final_norm, abs_prompts=[row["variant"] == "plain" for row in prompts],
         chunk_bytes=memory["chunk_mb"] * 2**20, hold_bytes=memory["hold_mb"] * 2**20,
         progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
+    # the paper's Fig. 3: |A| of every layer pair on one prompt, measured beside the prompt set
+    example = tokenizer(params.example_prompt)["input_ids"][: params.max_tokens]
+    example_abs = checkpoint_coupling(model, [example], prompt_ids=["coupling.example_prompt"], Ks=params.Ks,
+                                      window=params.window, final_norm=params.final_norm, pca_prompts=0,
+                                      chunk_bytes=memory["chunk_mb"] * 2**20,
+                                      hold_bytes=memory["hold_mb"] * 2**20)["abs_coupling"]
 except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint
     raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
                           file=manifest["path"]) from err
 result.update(
+    example_abs_coupling=example_abs, example_prompt=np.array(params.example_prompt),
     prompt_ids=np.array(prompt_ids), variants=np.array([row["variant"] for row in prompts]),
     sources=np.array([row["source"] for row in prompts]),
     n_tokens=np.array([len(ids) for ids in token_ids]), Ks=np.array(sorted(params.Ks)), metrics=np.array(METRICS),

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.coupling.plots import (
+    block_window,
     plot_block_grid,
     plot_coupling_graph,
     plot_trajectories_2d,
@@ -57,13 +58,13 @@ def coupling_matrix(step):
 
 # 1. depth-wise |A| grids (Fig. 3) and the mean coupling matrix, first vs last step
 L = data[steps[-1]]["depthwise"].shape[-1]
-window = range(max(0, L // 2 - 4), min(L, L // 2 - 4 + 8)) if L > 8 else range(L)
+window = block_window(L, *snakemake.params.example_blocks)
 fig, axes = plt.subplots(2, len(shown), figsize=(5.2 * len(shown), 9.5), layout="constrained", squeeze=False)
 for col, step in enumerate(shown):
-    blocks = data[step]["abs_coupling"][np.ix_(window, window)]
+    blocks = data[step]["example_abs_coupling"][np.ix_(window, window)]
     image = plot_block_grid(axes[0, col], blocks, labels=(window, window))
-    axes[0, col].set(title=f"step {format_step(step)}: mean |A| (K = {K_fig})", xlabel="basis layer l'",
-                     ylabel="Jacobian layer l")
+    axes[0, col].set(title=f"step {format_step(step)}: |A| (K = {K_fig}), blocks {window[0]}-{window[-1]}",
+                     xlabel="basis layer l'", ylabel="Jacobian layer l")
     fig.colorbar(image, ax=axes[0, col], shrink=0.7)
     mesh = axes[1, col].imshow(np.where(np.eye(L, dtype=bool), np.nan, coupling_matrix(step)), cmap="viridis",
                                vmin=-1, vmax=0)
@@ -71,7 +72,9 @@ for col, step in enumerate(shown):
                      xticks=range(L), yticks=range(L))
     fig.colorbar(mesh, ax=axes[1, col], shrink=0.7, label="coupling = − mis-coupling")
 last_block = "with" if snakemake.params.final_norm else "without"
-fig.suptitle(f"{model}: depth-wise coupling of J_tt across layers ({null_note}; last block {last_block} the final norm)")
+example = str(data[steps[-1]]["example_prompt"])
+fig.suptitle(f"{model}: depth-wise coupling of J_tt across layers ({null_note}; last block {last_block} the final "
+             f"norm)\ntop: the prompt {example!r}; bottom: mean over the plain prompts")
 save(fig, "depthwise")
 
 # 2. token-wise grids (Figs 4, 18, 19) of the first layer pair, first prompt
@@ -145,22 +148,25 @@ axes[0].legend(frameon=False, fontsize="x-small")
 fig.suptitle(f"{model}: residual-stream norm and trajectory regularity by depth ({x_last})")
 save(fig, "norms")
 
-# 6. 2-D PCA of the first prompts' trajectories (Fig. 12)
+# 6. 2-D PCA of the first prompt's trajectories: all, shallow and deep states (Fig. 12)
 n_pca = min(len(data[step]["pca"]) for step in shown)
 fit_states = {"last": "X^L, the fit", "all": "all states, the fit"}[snakemake.params.pca_fit]
-fig, axes = plt.subplots(max(n_pca, 1), len(shown), figsize=(5 * len(shown), 4.2 * max(n_pca, 1)),
-                         layout="constrained", squeeze=False)
+half = (L + 1) // 2
+rows = {"all states": range(L + 1), f"shallow (0-{half - 1})": range(half), f"deep ({half}-{L})": range(half, L + 1)}
+fig, axes = plt.subplots(3, len(shown), figsize=(5 * len(shown), 12), layout="constrained", squeeze=False)
 for col, step in enumerate(shown):
-    for row in range(n_pca):
-        points = plot_trajectories_2d(axes[row, col], data[step]["pca"][row])
-        ratio = data[step]["pca_explained"][row]
-        axes[row, col].set_title(f"step {format_step(step)}, prompt {data[step]['prompt_ids'][row]} "
-                                 f"({ratio.sum():.0%} of the variance of {fit_states})", fontsize="small")
+    for row, (label, depths) in enumerate(rows.items()):
+        if not n_pca:
+            axes[row, col].text(0.5, 0.5, "no PCA kept (coupling.pca_prompts: 0)", ha="center")
+            continue
+        points = plot_trajectories_2d(axes[row, col], data[step]["pca"][0], depths=depths)
+        ratio = data[step]["pca_explained"][0]
+        axes[row, col].set_title(f"step {format_step(step)}, {label} ({ratio.sum():.0%} of the variance of "
+                                 f"{fit_states})", fontsize="small")
     if n_pca:
         fig.colorbar(points, ax=axes[:, col], label="depth", shrink=0.6)
-if not n_pca:
-    axes[0, 0].text(0.5, 0.5, "no PCA kept (coupling.pca_prompts: 0)", ha="center")
-fig.suptitle(f"{model}: token trajectories on their top two principal components ({x_last})")
+prompt = data[steps[-1]]["prompt_ids"][0]
+fig.suptitle(f"{model}: trajectories of prompt {prompt} on their top two principal components ({x_last})")
 save(fig, "pca")
 
 # 7. per-layer coupling with all other layers (Fig. 15)

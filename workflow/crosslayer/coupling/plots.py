@@ -6,8 +6,23 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["plot_block_grid", "plot_coupling_graph", "plot_trained_vs_untrained", "plot_trajectories_2d",
+__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_trained_vs_untrained", "plot_trajectories_2d",
            "plot_variant_profiles"]
+
+
+def block_window(n_layers, first, last):
+    """The blocks ``first .. last`` (inclusive) of the |A| grids where the model has them; a model
+    too shallow for them shows as many blocks as fit, shifted down (all of them when fewer).
+
+    Returns
+    -------
+    range
+    """
+    if not 0 <= first <= last:
+        raise ValueError(f"coupling.example_blocks: [{first}, {last}] must be a first and a last block, first <= last")
+    width = min(last - first + 1, n_layers)
+    start = min(first, n_layers - width)
+    return range(start, start + width)
 
 
 def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
@@ -84,7 +99,7 @@ def plot_coupling_graph(ax, coupling, *, vmin, vmax, cmap="viridis"):
     return edges
 
 
-def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
+def plot_trajectories_2d(ax, coords, *, depths=None, cmap="viridis"):
     """Token trajectories projected on two principal components: one grey line per token through
     its states, the states coloured by depth (paper Fig. 12).
 
@@ -92,18 +107,25 @@ def plot_trajectories_2d(ax, coords, *, cmap="viridis"):
     ----------
     coords : (L + 1, T, 2) array_like
         NaN-padded tokens are skipped.
+    depths : range, optional
+        The states drawn (the paper's rows: all, shallow, deep); default all. Colours keep the
+        whole depth range, so rows can share one colour bar.
 
     Returns
     -------
     matplotlib.collections.PathCollection
     """
     coords = np.asarray(coords, dtype=float)
-    depth = np.broadcast_to(np.arange(coords.shape[0])[:, None], coords.shape[:2])
+    n_states = coords.shape[0]
+    depths = range(n_states) if depths is None else depths
+    coords = coords[list(depths)]
+    depth = np.broadcast_to(np.asarray(depths)[:, None], coords.shape[:2])
     ok = np.isfinite(coords).all(axis=-1)
     for t in range(coords.shape[1]):
         if ok[:, t].all():
             ax.plot(coords[:, t, 0], coords[:, t, 1], color="0.7", lw=0.6, zorder=1)
-    points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2)
+    points = ax.scatter(coords[ok][:, 0], coords[ok][:, 1], c=depth[ok], cmap=cmap, s=8, zorder=2, vmin=0,
+                        vmax=n_states - 1)
     ax.set(xlabel="PC 1", ylabel="PC 2")
     return points
 
