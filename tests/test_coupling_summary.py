@@ -70,8 +70,13 @@ def test_fits_match_scipy_linregress():
     n = 7
     models = pd.DataFrame({"model": [f"m{i}" for i in range(n)], "n_params": rng.integers(1e6, 1e9, n),
                            "n_layers": rng.integers(4, 40, n), "d_model": rng.integers(64, 4096, n),
-                           "coupling_K10": rng.uniform(-1, 0, n), "score": rng.uniform(20, 70, n)})
+                           "coupling_K10": rng.uniform(-1, 0, n), "score": rng.uniform(20, 70, n),
+                           "training_tokens": [3e11, 2e12, np.nan, 1e12, 1.5e12, 6e12, 3e12]})
     fits = fit_table(models)
+    tokens = fits.query("y == 'coupling' and x == 'log10_tokens'").iloc[0]  # Fig. 8: unknown tokens are left out
+    known = models.training_tokens.notna()
+    ref = stats.linregress(np.log10(models.training_tokens[known]), models.coupling_K10[known])
+    assert tokens.n == 6 and (tokens.slope, tokens.r2) == pytest.approx((ref.slope, ref.rvalue**2), rel=1e-9)
     for y_name, y, x_name, x in [("score", models.score, "coupling", models.coupling_K10),
                                  ("log_score", np.log(models.score), "coupling", models.coupling_K10),
                                  ("coupling", models.coupling_K10, "log10_params", np.log10(models.n_params)),
@@ -88,8 +93,10 @@ def test_fits_match_scipy_linregress():
 def test_across_models_takes_each_models_last_step():
     data = {m: synthetic_checkpoint(i) for i, m in enumerate(["a", "b"])}
     steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper")["steps"] for m in data}
-    table = across_models({m: (steps[m], data[m]) for m in data}, scores={"a": 40.0, "b": 50.0})
+    table = across_models({m: (steps[m], data[m]) for m in data}, scores={"a": 40.0, "b": 50.0},
+                          training_tokens={"a": 3e11, "b": None})
     assert list(table.model) == ["a", "b"] and (table.step == 5).all() and list(table.score) == [40.0, 50.0]
+    assert table.training_tokens[0] == 3e11 and np.isnan(table.training_tokens[1])
     assert table.coupling_K4[1] == pytest.approx(steps["b"].query("step == 5 and source == 'all' and variant == 'plain' and K == 4")
                                                  .coupling_mean.iloc[0])
 

@@ -276,7 +276,8 @@ def check_model_entries(config):
     (``"16"`` and ``"016"``). Run before any checkpoint is read."""
     for name, cfg in config["models"].items():
         key, source = f"models.{name}", cfg["source"]
-        ignored = [k for k in cfg if k not in (*SOURCE_KEYS[source], "source", "reference_step", "analyses")]
+        ignored = [k for k in cfg if k not in (*SOURCE_KEYS[source], "source", "reference_step", "analyses",
+                                                         "training_tokens")]
         if ignored:
             raise ValueError(f"{key}.{ignored[0]}: does not apply to `source: {source}` models, which read "
                              f"{', '.join(SOURCE_KEYS[source])}; remove it")

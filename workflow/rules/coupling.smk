@@ -101,6 +101,7 @@ rule coupling_across_models:
         "../../envs/analysis.yaml"
     params:
         models=models_for("coupling"),
+        training_tokens={m: MODELS[m].get("training_tokens") for m in models_for("coupling")},
     script:
         "../scripts/coupling_across_models.py"
 

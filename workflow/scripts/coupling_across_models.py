@@ -11,7 +11,7 @@ models = snakemake.params.models
 scores = read_scores(snakemake.input.scores, models=models) if snakemake.input.scores else None
 final = {model: (pd.read_csv(steps, sep="\t"), load_checkpoint(npz))
          for model, steps, npz in zip(models, snakemake.input.steps, snakemake.input.npz)}
-table = across_models(final, scores=scores)
+table = across_models(final, scores=scores, training_tokens=snakemake.params.training_tokens)
 table.to_csv(snakemake.output.models, sep="\t", index=False)
 fit_table(table).to_csv(snakemake.output.fits, sep="\t", index=False)
 regularity_across_models({model: steps for model, (steps, _) in final.items()}, table).to_csv(

@@ -169,8 +169,9 @@ def _nanmedian(x):
     return np.nanmedian(x) if np.isfinite(x).any() else np.nan
 
 
-def across_models(final, *, scores=None):
-    """One row per model: its last checkpoint's mean coupling at each K, size, and score.
+def across_models(final, *, scores=None, training_tokens=None):
+    """One row per model: its last checkpoint's mean coupling at each K, size, training tokens and
+    score (the paper's Table 1 beside its coupling).
 
     Parameters
     ----------
@@ -178,6 +179,8 @@ def across_models(final, *, scores=None):
         model -> (steps table of :func:`summarize_steps`, checkpoint dict of the last step).
     scores : dict, optional
         model -> benchmark score.
+    training_tokens : dict, optional
+        model -> tokens trained on (None: unknown).
     """
     rows = []
     for model, (steps, data) in final.items():
@@ -185,6 +188,7 @@ def across_models(final, *, scores=None):
         row = {"model": model, "step": int(steps.step.max()), "n_params": int(data["n_params"]),
                "n_layers": int(data["n_layers"]), "d_model": int(data["d_model"])}
         row.update({f"coupling_K{int(r.K)}": r.coupling_mean for r in last.itertuples()})
+        row["training_tokens"] = (training_tokens or {}).get(model) or np.nan
         row["score"] = scores[model] if scores else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
@@ -223,8 +227,8 @@ def regularity_across_models(steps, models):
 
 def fit_table(models):
     """OLS fits across models (statsmodels): score against coupling (linear, and exponential as
-    ``log score`` against coupling), parameter count (log10), depth and width; coupling against
-    the same sizes. Rows with fewer than 3 models or no score have NaN statistics.
+    ``log score`` against coupling), parameter count (log10), depth, width and training tokens
+    (log10); coupling against the same. Rows with fewer than 3 models or no score have NaN statistics.
 
     Returns
     -------
@@ -234,7 +238,8 @@ def fit_table(models):
     import statsmodels.api as sm
 
     predictors = {"log10_params": np.log10(models.n_params.astype(float)), "n_layers": models.n_layers.astype(float),
-                  "d_model": models.d_model.astype(float)}
+                  "d_model": models.d_model.astype(float),
+                  "log10_tokens": np.log10(models.get("training_tokens", pd.Series(np.nan, models.index)).astype(float))}
     Ks = [int(c.removeprefix("coupling_K")) for c in models.columns if c.startswith("coupling_K")]
     score = models.score.astype(float)
     pairs = []
