@@ -9,7 +9,13 @@ from tiny_families import LAYERS, VOCAB, tiny_model
 
 from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
 from crosslayer.coupling.measure import METRICS, miscoupling
-from crosslayer.coupling.trajectories import expodistance, line_shape_score, record_trajectories, windowed
+from crosslayer.coupling.trajectories import (
+    expodistance,
+    line_shape_score,
+    logit_entropy,
+    record_trajectories,
+    windowed,
+)
 from crosslayer.jacobians.multi_token import released_last_token_jacobians, token_jacobians
 
 torch.set_num_threads(1)
@@ -58,6 +64,7 @@ def test_depthwise_and_trajectories_match_an_independent_recomputation(family, f
         assert np.allclose(result["norm_last_raw"][tokens], np.linalg.norm(raw[-1], axis=-1))
         assert np.allclose(result["ed_windowed_raw"][:, tokens], windowed(expodistance, raw, width=3), equal_nan=True)
         assert not np.allclose(result["ed_raw"][tokens], result["ed"][tokens])
+        assert np.allclose(result["logit_entropy"][:, tokens], logit_entropy(model, raw))
     assert result["pca"].shape == (1, LAYERS + 1, 5, 2)
     assert result["abs_coupling"].shape == (LAYERS, LAYERS, 2, 2)
 

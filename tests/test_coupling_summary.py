@@ -26,7 +26,7 @@ def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
             "norms": rng.uniform(1, 2, (L + 1, N)), "lss_windowed": rng.uniform(1, 2, (L + 1, N)),
             "ed_windowed": rng.uniform(0, 1, (L + 1, N)), "lss_raw": rng.uniform(1, 3, N), "ed_raw": rng.uniform(0, 1, N),
             "norm_last_raw": rng.uniform(5, 9, N), "lss_windowed_raw": rng.uniform(1, 2, (L + 1, N)),
-            "ed_windowed_raw": rng.uniform(0, 1, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
+            "ed_windowed_raw": rng.uniform(0, 1, (L + 1, N)), "logit_entropy": rng.uniform(0, 5, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
             "n_params": 1000 * (seed + 1), "n_layers": L, "d_model": 8}
 
 
@@ -60,6 +60,7 @@ def test_prompt_and_step_tables_against_direct_means():
     assert np.allclose(regularity.norm_median, np.median(data["norms"][:, :7], axis=1))
     assert np.allclose(regularity.norm_raw_median[:L], regularity.norm_median[:L])  # only x^L differs
     assert regularity.norm_raw_median.iloc[L] == pytest.approx(np.median(data["norm_last_raw"][:7]))
+    assert regularity.logit_entropy_median.iloc[2] == pytest.approx(np.median(data["logit_entropy"][2, :7]))
     assert regularity.ed_windowed_raw_median.iloc[1] == pytest.approx(np.median(data["ed_windowed_raw"][1, :7]))
     assert row.ed_raw_q3 == pytest.approx(np.quantile(data["ed_raw"][7:], 0.75))
     assert table.ed_raw_median[3] == pytest.approx(np.median(data["ed_raw"][-5:]))

@@ -6,6 +6,7 @@ from tiny_families import LAYERS, D, tiny_model
 
 from crosslayer.coupling.trajectories import (
     expodistance,
+    logit_entropy,
     line_shape_score,
     record_trajectories,
     trajectory_pca,
@@ -123,3 +124,18 @@ def test_pca_fit_on_the_last_layer_projects_every_state_on_its_components():
     assert one_token[0].shape == (5, 1, 2) and np.isnan(one_token[1]).all()
     with pytest.raises(ValueError, match="`fit` must be one of"):
         trajectory_pca(traj, fit="first")
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox", "gpt2", "gemma2", "phi", "falcon"])
+def test_the_logit_lens_entropy_of_the_last_state_is_the_models_own(family):
+    model = tiny_model(family, eager=False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    ids = [5, 17, 3, 99, 42, 8]
+    entropy = logit_entropy(model, record_trajectories(model, ids))
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].double(), dim=-1)  # softcap included (Gemma 2)
+    np.testing.assert_allclose(entropy[-1], -(logp.exp() * logp).sum(-1).numpy(), rtol=1e-4, atol=1e-5)
+    assert entropy.shape == (LAYERS + 1, len(ids)) and (entropy >= 0).all()
+    assert (entropy <= np.log(model.config.get_text_config().vocab_size) + 1e-6).all()

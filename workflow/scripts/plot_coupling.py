@@ -137,10 +137,11 @@ save(fig, "regularity")
 
 # 5. norm and windowed regularity vs depth (Fig. 30), one line per step
 regularity = by_step(tables["regularity"], "depth", variant="plain")
-fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
+fig, axes = plt.subplots(1, 4, figsize=(19, 4), layout="constrained")
 for ax, (column, label) in zip(axes, ((f"norm{raw}_median", "‖x^l‖ (median over tokens)"),
                                       (f"lss_windowed{raw}_median", f"windowed LSS (width {snakemake.params.window})"),
-                                      (f"ed_windowed{raw}_median", f"windowed ED (width {snakemake.params.window})"))):
+                                      (f"ed_windowed{raw}_median", f"windowed ED (width {snakemake.params.window})"),
+                                      ("logit_entropy_median", "logit-lens entropy (nats)"))):
     plot_depth_profile(ax, regularity, column)
     ax.set(xlabel="depth l (0 = embeddings, L = last block output)", ylabel=label)
 axes[0].set_yscale("log")

@@ -15,6 +15,7 @@ from crosslayer.coupling.measure import METRICS, depthwise_miscoupling, tokenwis
 from crosslayer.coupling.trajectories import (
     expodistance,
     line_shape_score,
+    logit_entropy,
     record_trajectories,
     trajectory_pca,
     windowed,
@@ -112,7 +113,7 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``lss_windowed``,
         ``ed_windowed``, ``norms`` (L + 1, N) with ``x^L`` after the final norm, ``lss_raw``,
         ``ed_raw``, ``norm_last_raw`` (N,), ``lss_windowed_raw``, ``ed_windowed_raw`` (L + 1, N)
-        with ``x^L`` before it; ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
+        with ``x^L`` before it; ``logit_entropy`` (L + 1, N), the logit lens of every state; ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
         and ``pca_explained`` (pca_prompts, 2); token-wise, stacked over prompts and layer pairs
         ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
         ``tw_fixed_output`` (n_pairs, P_tw, n_metrics, n_K, T, T, T), and the first prompt's
@@ -128,7 +129,7 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
                          f"{n_layers}")
     depthwise, singular, abs_sum, token_prompt, pca, explained = [], [], 0.0, [], [], []
     stats = {name: [] for name in ("lss", "ed", "lss_windowed", "ed_windowed", "norms", "lss_raw", "ed_raw",
-                                   "lss_windowed_raw", "ed_windowed_raw", "norm_last_raw")}
+                                   "lss_windowed_raw", "ed_windowed_raw", "norm_last_raw", "logit_entropy")}
     prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)
     abs_prompts = np.ones(len(token_ids), bool) if abs_prompts is None else np.asarray(abs_prompts, bool)
     if not abs_prompts.any():
@@ -155,6 +156,7 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
             stats["ed_windowed" + suffix].append(windowed(expodistance, traj, width=window))
         stats["norms"].append(np.linalg.norm(normed, axis=-1))
         stats["norm_last_raw"].append(np.linalg.norm(raw[-1], axis=-1))
+        stats["logit_entropy"].append(logit_entropy(model, raw))
         if p < pca_prompts:
             coords, ratio = trajectory_pca(normed if final_norm else raw, fit=pca_fit)
             pca.append(coords)

@@ -78,7 +78,7 @@ def summarize_steps(checkpoints, steps, *, metric):
         and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step, variant, K, layer, other: mean and sd over
         prompts of the coupling of ``J^layer`` on the basis of ``other``); ``profile`` (step,
         source, variant, K, layer: Fig. 15); ``regularity`` (step, variant, depth: norm, windowed
-        LSS and ED, median over tokens, both conventions); ``tokenwise`` (step, pair, kind, K: mean coupling over
+        LSS and ED, median over tokens, both conventions; logit-lens entropy); ``tokenwise`` (step, pair, kind, K: mean coupling over
         off-diagonal token pairs of the first prompts).
     """
     rows = {name: [] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
@@ -115,7 +115,7 @@ def _regularity_rows(data, tokens, **keys):
                                                                    data["norm_last_raw"][None, tokens]])}
     rows = []
     for depth in range(data["norms"].shape[0]):
-        row = {**keys, "depth": depth}
+        row = {**keys, "depth": depth, "logit_entropy_median": np.median(data["logit_entropy"][depth, tokens])}
         for suffix in ("", "_raw"):
             row.update({f"norm{suffix}_median": np.median(norms[suffix][depth]),
                         f"lss_windowed{suffix}_median": _nanmedian(data["lss_windowed" + suffix][depth, tokens]),

@@ -24,7 +24,8 @@ import torch
 
 from crosslayer.models.adapters import adapter_for
 
-__all__ = ["PCA_FITS", "expodistance", "line_shape_score", "record_trajectories", "trajectory_pca", "windowed"]
+__all__ = ["PCA_FITS", "expodistance", "line_shape_score", "logit_entropy", "record_trajectories", "trajectory_pca",
+           "windowed"]
 
 
 def record_trajectories(model, input_ids, *, final_norm=False):
@@ -143,6 +144,36 @@ def windowed(statistic, traj, *, width=11):
     out = np.full((traj.shape[0], *traj.shape[1:-1]), np.nan)
     for centre in range(half, traj.shape[0] - half):
         out[centre] = statistic(traj[centre - half : centre + half + 1])
+    return out
+
+
+def logit_entropy(model, traj):
+    """Entropy (nats) of the next-token distribution each state gives through the model's own final
+    norm and output head, the logit lens (paper Fig. 26, last row); the last raw state's is the
+    model's own prediction.
+
+    Parameters
+    ----------
+    model : transformers.PreTrainedModel
+    traj : (L + 1, T, d) array_like
+        Raw trajectories (:func:`record_trajectories` without the final norm).
+
+    Returns
+    -------
+    (L + 1, T) ndarray
+        In ``[0, ln V]``.
+    """
+    norm, head = adapter_for(model).final_norm(model), model.get_output_embeddings()
+    cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)  # as the model's forward applies it
+    parameter = next(model.parameters())
+    out = np.empty(np.shape(traj)[:2])
+    with torch.no_grad():
+        for depth, states in enumerate(traj):  # one depth at a time: T x V logits, not (L + 1) T V
+            logits = head(norm(torch.as_tensor(states, device=parameter.device, dtype=parameter.dtype))).float()
+            if cap:
+                logits = cap * torch.tanh(logits / cap)
+            logp = torch.log_softmax(logits, dim=-1)
+            out[depth] = -(logp.exp() * logp).sum(-1).cpu().numpy()
     return out
 
 
