@@ -445,3 +445,12 @@ def test_an_untrained_twin_is_step_0_of_hub_and_local_models():
     hub = {"source": "hub", "checkpoints": {"1": "a/b@main"}, "init": {}}
     assert model_steps(hub) == [0, 1] and untrained_seed(hub) == 0 and list(resolve_checkpoints(hub)) == [1]
     assert untrained_seed({"source": "hub", "checkpoints": {"1": "a/b"}}) is None
+
+
+def test_a_fit_subset_names_only_models_of_the_coupling_stage():
+    config = config_with()
+    config["coupling"]["fit_subsets"] = {"pythia": ["m", "other"]}
+    with pytest.raises(ValueError, match=r"coupling.fit_subsets.pythia: \['other'\] are not models of the coupling"):
+        check_config(config)
+    config["coupling"]["fit_subsets"] = {"pythia": ["m"]}
+    check_config(config)

@@ -11,6 +11,7 @@ from crosslayer.coupling.tables import (
     fit_table,
     load_checkpoint,
     regularity_across_models,
+    subset_fits,
     summarize_steps,
 )
 
@@ -139,3 +140,17 @@ def test_regularity_across_models_puts_each_untrained_step_0_beside_its_last_ste
     plain_tokens = np.repeat([True, True, False, False], data["big"]["n_tokens"])  # the first two prompts are plain
     assert table.lss_median[3] == pytest.approx(np.median(data["big"]["lss"][plain_tokens]))
     assert table.ed_raw_q1[3] == pytest.approx(np.quantile(data["big"]["ed_raw"][plain_tokens], 0.25))
+
+
+def test_subset_fits_refit_each_named_subset_alone():
+    rng = np.random.default_rng(3)
+    n = 8
+    models = pd.DataFrame({"model": [f"m{i}" for i in range(n)], "n_params": rng.integers(1e6, 1e9, n),
+                           "n_layers": rng.integers(4, 40, n), "d_model": rng.integers(64, 4096, n),
+                           "coupling_K10": rng.uniform(-1, 0, n), "score": rng.uniform(20, 70, n)})
+    fits = subset_fits(models, {"first": ["m0", "m1", "m2", "m3"]})
+    assert list(fits.columns[:3]) == ["subset", "y", "x"] and set(fits.subset) == {"all", "first"}
+    row = fits.query("subset == 'first' and y == 'score' and x == 'coupling'").iloc[0]
+    ref = stats.linregress(models.coupling_K10[:4], models.score[:4])
+    assert row.n == 4 and row.r2 == pytest.approx(ref.rvalue**2, rel=1e-9)
+    assert fits.query("subset == 'all' and y == 'score' and x == 'coupling'").n.iloc[0] == n

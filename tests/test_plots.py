@@ -317,3 +317,17 @@ def test_block_window_refuses_a_reversed_window():
 
     with pytest.raises(ValueError, match=r"coupling.example_blocks: \[5, 2\]"):
         block_window(10, 5, 2)
+
+
+def test_fit_draws_the_models_and_the_ols_line_of_its_row(ax):
+    from crosslayer.coupling.plots import plot_fit
+
+    points = plot_fit(ax, [1.0, 2.0, np.nan, 4.0], [2.0, 3.0, 9.0, 5.0],
+                      {"slope": 1.0, "intercept": 1.0, "r2": 1.0, "p": 0.001, "n": 3}, labels=["a", "b", "c", "d"])
+    assert np.allclose(points.get_offsets(), [[1, 2], [2, 3], [4, 5]])  # the NaN model is left out
+    (line,) = ax.lines
+    assert np.allclose(line.get_ydata(), 1.0 + line.get_xdata()) and line.get_xdata()[[0, -1]].tolist() == [1, 4]
+    assert "R² = 1.00" in ax.get_title() and [t.get_text() for t in ax.texts] == ["a", "b", "d"]
+    ax.clear()
+    plot_fit(ax, [1.0, 2.0], [1.0, 2.0], {"slope": np.nan, "intercept": np.nan, "r2": np.nan, "p": np.nan, "n": 2})
+    assert not ax.lines and "need 3" in ax.get_title()

@@ -6,8 +6,8 @@ from tiny_families import LAYERS, D, tiny_model
 
 from crosslayer.coupling.trajectories import (
     expodistance,
-    logit_entropy,
     line_shape_score,
+    logit_entropy,
     record_trajectories,
     trajectory_pca,
     windowed,

@@ -239,6 +239,9 @@ def check_config(config, sizes=None, families=None):
                          "order")
     coupling = config["coupling"]
     if coupling["activate"]:
+        for name, members in coupling.get("fit_subsets", {}).items():
+            if unknown := [m for m in members if m not in models_for(config, "coupling")]:
+                raise ValueError(f"coupling.fit_subsets.{name}: {unknown} are not models of the coupling stage")
         if coupling["window"] % 2 == 0:
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
         if coupling["scores"]:

@@ -102,6 +102,7 @@ rule coupling_across_models:
     params:
         models=models_for("coupling"),
         training_tokens={m: MODELS[m].get("training_tokens") for m in models_for("coupling")},
+        subsets=COUPLING["fit_subsets"],
     script:
         "../scripts/coupling_across_models.py"
 
@@ -156,9 +157,11 @@ rule plot_coupling_models:
         over_training=figure("coupling", "over_training", "coupling_over_training_all", model="all_models"),
         vs_score=figure("coupling", "vs_score", "coupling_vs_score", model="all_models"),
         regularity=figure("coupling", "regularity", "coupling_regularity_models", model="all_models"),
+        sizes=figure("coupling", "sizes", "coupling_sizes", model="all_models"),
+        per_K=figure("coupling", "per_K", "coupling_per_K", model="all_models"),
         pdfs=expand(
             "results/figures/coupling/all_models.{name}.pdf",
-            name=["over_training", "vs_score", "regularity"],
+            name=["over_training", "vs_score", "regularity", "sizes", "per_K"],
         ),
     log:
         "logs/plot_coupling_models.log",

@@ -6,7 +6,7 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_trained_vs_untrained", "plot_trajectories_2d",
+__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained", "plot_trajectories_2d",
            "plot_variant_profiles"]
 
 
@@ -183,3 +183,36 @@ def plot_trained_vs_untrained(ax, table, column):
     ax.set_xticks(range(len(models)), models, rotation=45, ha="right", fontsize="x-small")
     ax.legend(frameon=False, fontsize="small")
     return containers
+
+
+def plot_fit(ax, x, y, fit, *, labels=None):
+    """Models as points with the OLS line of a row of
+    :func:`crosslayer.coupling.tables.fit_table` (paper Figs 1a, 7, 8, 35, 36); the title gives
+    R², p and n, or says why there is no fit.
+
+    Parameters
+    ----------
+    x, y : array_like
+        One value per model (NaN: left out, as the fit leaves it out).
+    fit : mapping or None
+        ``slope``, ``intercept``, ``r2``, ``p``, ``n``; None or NaN statistics draw no line.
+    labels : sequence of str, optional
+        Model names written beside the points.
+
+    Returns
+    -------
+    matplotlib.collections.PathCollection
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    points = ax.scatter(x[ok], y[ok], color="C0", zorder=2)
+    for name, xi, yi in zip(labels if labels is not None else (), x, y):
+        if np.isfinite(xi) and np.isfinite(yi):
+            ax.annotate(name, (xi, yi), fontsize="xx-small", xytext=(3, 3), textcoords="offset points")
+    if fit is not None and np.isfinite(fit["r2"]):
+        grid = np.linspace(x[ok].min(), x[ok].max(), 50)
+        ax.plot(grid, fit["intercept"] + fit["slope"] * grid, color="C1")
+        ax.set_title(f"R² = {fit['r2']:.2f}, p = {fit['p']:.2g}, n = {int(fit['n'])}", fontsize="small")
+    else:
+        ax.set_title(f"no fit: {int(ok.sum())} model(s) with both values (need 3)", fontsize="small")
+    return points

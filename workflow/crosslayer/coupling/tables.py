@@ -12,7 +12,7 @@ and before it (``_raw`` columns).
 import numpy as np
 import pandas as pd
 
-__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
+__all__ = ["across_models", "checkpoint_prompts", "fit_table", "subset_fits", "layer_profile", "load_checkpoint", "prompt_groups",
            "regularity_across_models", "summarize_steps"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
@@ -223,6 +223,14 @@ def regularity_across_models(steps, models):
                              **row.iloc[0][columns].to_dict()})
     return pd.DataFrame(rows, columns=["model", "n_params", "state", "step", *columns]).sort_values(
         ["n_params", "model", "state"], ascending=[True, True, False], kind="stable").reset_index(drop=True)
+
+
+def subset_fits(models, subsets=None):
+    """:func:`fit_table` over every model (subset ``all``) and over each named subset (the paper's
+    Table 4), one table with a ``subset`` column first."""
+    parts = [("all", models), *((name, models[models.model.isin(members)]) for name, members in (subsets or {}).items())]
+    return pd.concat([fit_table(part).assign(subset=name) for name, part in parts], ignore_index=True)[
+        ["subset", "y", "x", "K", "n", "slope", "intercept", "r2", "p"]]
 
 
 def fit_table(models):
