@@ -214,9 +214,9 @@ def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_record
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 8 coupling, 4 continuity;
-    # overviews: alignment, topology, 2 coupling, 2 toy ablations, 1 transformer ablations
-    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 8 + 4) + 4 + 2 + 1
+    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 12 coupling, 4 continuity;
+    # overviews: alignment, topology, 5 coupling, 2 toy ablations, 1 transformer ablations
+    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 12 + 4) + 7 + 2 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
