@@ -5,8 +5,8 @@ Per prompt: the depth-wise mis-coupling matrices at the configured token (defaul
 by causality the prompt is cut after that token, so its context is exactly the tokens before),
 the trajectories' line-shape score and expodistance (whole and windowed), and the norm of the
 residual stream per depth, each in both conventions for the last state: after the final norm
-(the paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise coupling of configured layer
-pairs over their first tokens, and the 2-D PCA of the trajectories.
+(the paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise
+coupling of configured layer pairs over their first tokens, and the 2-D PCA of the trajectories.
 """
 
 import numpy as np
@@ -19,6 +19,7 @@ from crosslayer.coupling.trajectories import (
     record_trajectories,
     trajectory_pca,
     windowed,
+    with_final_norm,
 )
 from crosslayer.jacobians.multi_token import DEFAULT_CHUNK_BYTES, last_token_jacobians, token_jacobians
 from crosslayer.models.adapters import adapter_for
@@ -67,7 +68,8 @@ def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompt
 
 def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), metrics=METRICS, token=-1, layer_pairs=(),
                         token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, pca_fit="last", window=11,
-                        abs_prompts=None, final_norm=True, chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
+                        abs_prompts=None, final_norm=True, chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0,
+                        progress=None):
     """Every coupling and regularity measurement of one checkpoint.
 
     Parameters
@@ -113,8 +115,9 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``lss_windowed``,
         ``ed_windowed``, ``norms`` (L + 1, N) with ``x^L`` after the final norm, ``lss_raw``,
         ``ed_raw``, ``norm_last_raw`` (N,), ``lss_windowed_raw``, ``ed_windowed_raw`` (L + 1, N)
-        with ``x^L`` before it; ``logit_entropy`` (L + 1, N), the logit lens of every state; ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded
-        and ``pca_explained`` (pca_prompts, 2); token-wise, stacked over prompts and layer pairs
+        with ``x^L`` before it; ``logit_entropy`` (L + 1, N), the logit lens of every state;
+        ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded and ``pca_explained`` (pca_prompts, 2);
+        token-wise, stacked over prompts and layer pairs
         ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
         ``tw_fixed_output`` (n_pairs, P_tw, n_metrics, n_K, T, T, T), and the first prompt's
         ``tw_abs_self``, ``tw_abs_fixed_input``, ``tw_abs_fixed_output`` (n_pairs, T, T, k, k).
@@ -140,8 +143,8 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
             result = depthwise_miscoupling(_jacobian_fn(model, ids[: (token % len(ids)) + 1], n_layers * d * d * 4,
                                                         final_norm, chunk_bytes, hold_bytes), n_layers, Ks,
                                            metrics=metrics)
-            normed = record_trajectories(model, ids, final_norm=True)  # (L + 1, T, d)
-            raw = np.concatenate([normed[:-1], record_trajectories(model, ids)[-1:]])
+            raw = record_trajectories(model, ids)  # (L + 1, T, d), x^L before the final norm
+            normed = with_final_norm(model, raw)
         except ValueError as err:  # a non-finite Jacobian or state names layer and tokens; add the prompt
             raise ValueError(f"prompt {prompt_ids[p]!r}: {err}") from err
         depthwise.append(result["miscoupling"].astype(np.float32))

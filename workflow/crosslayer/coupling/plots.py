@@ -6,8 +6,8 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained", "plot_trajectories_2d",
-           "plot_variant_profiles"]
+__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained",
+           "plot_trajectories_2d", "plot_variant_profiles"]
 
 
 def block_window(n_layers, first, last):

@@ -12,8 +12,8 @@ and before it (``_raw`` columns).
 import numpy as np
 import pandas as pd
 
-__all__ = ["across_models", "checkpoint_prompts", "fit_table", "subset_fits", "layer_profile", "load_checkpoint", "prompt_groups",
-           "regularity_across_models", "summarize_steps"]
+__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
+           "regularity_across_models", "subset_fits", "summarize_steps"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
@@ -75,11 +75,12 @@ def summarize_steps(checkpoints, steps, *, metric):
     -------
     dict of DataFrame
         ``steps`` (step, source, variant, K: coupling mean / sd over prompts, LSS and ED median
-        and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step, variant, K, layer, other: mean and sd over
-        prompts of the coupling of ``J^layer`` on the basis of ``other``); ``profile`` (step,
-        source, variant, K, layer: Fig. 15); ``regularity`` (step, variant, depth: norm, windowed
-        LSS and ED, median over tokens, both conventions; logit-lens entropy); ``tokenwise`` (step, pair, kind, K: mean coupling over
-        off-diagonal token pairs of the first prompts).
+        and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step,
+        variant, K, layer, other: mean and sd over prompts of the coupling of ``J^layer`` on the
+        basis of ``other``); ``profile`` (step, source, variant, K, layer: Fig. 15); ``regularity``
+        (step, variant, depth: norm, windowed LSS and ED, median over tokens, both conventions;
+        logit-lens entropy); ``tokenwise`` (step, pair, kind, K: mean coupling over off-diagonal
+        token pairs of the first prompts).
     """
     rows = {name: [] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
     for step, data in zip(steps, checkpoints):
@@ -228,7 +229,8 @@ def regularity_across_models(steps, models):
 def subset_fits(models, subsets=None):
     """:func:`fit_table` over every model (subset ``all``) and over each named subset (the paper's
     Table 4), one table with a ``subset`` column first."""
-    parts = [("all", models), *((name, models[models.model.isin(members)]) for name, members in (subsets or {}).items())]
+    parts = [("all", models), *((name, models[models.model.isin(members)])
+                                for name, members in (subsets or {}).items())]
     return pd.concat([fit_table(part).assign(subset=name) for name, part in parts], ignore_index=True)[
         ["subset", "y", "x", "K", "n", "slope", "intercept", "r2", "p"]]
 
@@ -247,7 +249,8 @@ def fit_table(models):
 
     predictors = {"log10_params": np.log10(models.n_params.astype(float)), "n_layers": models.n_layers.astype(float),
                   "d_model": models.d_model.astype(float),
-                  "log10_tokens": np.log10(models.get("training_tokens", pd.Series(np.nan, models.index)).astype(float))}
+                  "log10_tokens": np.log10(models.get("training_tokens", pd.Series(np.nan, models.index))
+                                           .astype(float))}
     Ks = [int(c.removeprefix("coupling_K")) for c in models.columns if c.startswith("coupling_K")]
     score = models.score.astype(float)
     pairs = []

@@ -25,7 +25,7 @@ import torch
 from crosslayer.models.adapters import adapter_for
 
 __all__ = ["PCA_FITS", "expodistance", "line_shape_score", "logit_entropy", "record_trajectories", "trajectory_pca",
-           "windowed"]
+           "windowed", "with_final_norm"]
 
 
 def record_trajectories(model, input_ids, *, final_norm=False):
@@ -37,8 +37,8 @@ def record_trajectories(model, input_ids, *, final_norm=False):
         A family :func:`crosslayer.models.adapters.adapter_for` supports.
     input_ids : (T,) sequence of int
     final_norm : bool
-        ``x^L`` after the final norm (the paper's; the decoder's ``last_hidden_state``) instead of
-        the last block's raw output.
+        ``x^L`` after the final norm (the paper's; :func:`with_final_norm`) instead of the last
+        block's raw output.
 
     Returns
     -------
@@ -65,18 +65,30 @@ def record_trajectories(model, input_ids, *, final_norm=False):
     device = next(model.parameters()).device
     try:
         with torch.no_grad():
-            out = model.base_model(input_ids=torch.as_tensor(list(input_ids), device=device)[None], use_cache=False)
+            model.base_model(input_ids=torch.as_tensor(list(input_ids), device=device)[None], use_cache=False)
     finally:
         for handle in handles:
             handle.remove()
-    if final_norm:
-        states[-1] = out.last_hidden_state[0].float().cpu()
     traj = torch.stack(states).numpy()
     bad = ~np.isfinite(traj).all(axis=-1)
     if bad.any():
         depth, token = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"non-finite residual stream at depth {depth} (input of block {depth}), token {token}")
-    return traj
+    return with_final_norm(model, traj) if final_norm else traj
+
+
+def _final_norm_of(model, states):
+    """The model's final norm of (T, d) float32 states, as a float32 tensor on the model's device."""
+    parameter = next(model.parameters())
+    with torch.no_grad():
+        norm = adapter_for(model).final_norm(model)
+        return norm(torch.as_tensor(states, device=parameter.device, dtype=parameter.dtype)).float()
+
+
+def with_final_norm(model, traj):
+    """Raw trajectories (:func:`record_trajectories`) with ``x^L`` through the model's final norm,
+    the paper's convention: the decoder's own ``last_hidden_state``, without a second forward pass."""
+    return np.concatenate([traj[:-1], _final_norm_of(model, traj[-1]).cpu().numpy()[None]])
 
 
 def _as_traj(traj):
@@ -163,13 +175,13 @@ def logit_entropy(model, traj):
     (L + 1, T) ndarray
         In ``[0, ln V]``.
     """
-    norm, head = adapter_for(model).final_norm(model), model.get_output_embeddings()
+    head = model.get_output_embeddings()
     cap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)  # as the model's forward applies it
-    parameter = next(model.parameters())
+    dtype = next(model.parameters()).dtype
     out = np.empty(np.shape(traj)[:2])
     with torch.no_grad():
         for depth, states in enumerate(traj):  # one depth at a time: T x V logits, not (L + 1) T V
-            logits = head(norm(torch.as_tensor(states, device=parameter.device, dtype=parameter.dtype))).float()
+            logits = head(_final_norm_of(model, states).to(dtype)).float()
             if cap:
                 logits = cap * torch.tanh(logits / cap)
             logp = torch.log_softmax(logits, dim=-1)
