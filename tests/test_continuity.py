@@ -84,6 +84,10 @@ def test_matches_float64_reference(seed):
     cu, cv, wau, wav = _reference(mats)
     np.testing.assert_allclose(table.loc["q", ["u1", "v1", "wa_u", "wa_v"]].astype(float), [cu, cv, wau, wav],
                                rtol=1e-5)
+    svd = [np.linalg.svd(m.double().numpy(), full_matrices=False) for m in mats]  # the second singular pair
+    cu2 = np.mean([abs(a[0][:, 1] @ b[0][:, 1]) for a, b in zip(svd, svd[1:])])
+    cv2 = np.mean([abs(a[2][1] @ b[2][1]) for a, b in zip(svd, svd[1:])])
+    np.testing.assert_allclose(table.loc["q", ["u2", "v2"]].astype(float), [cu2, cv2], rtol=1e-5)
 
 
 def test_random_layers_at_the_baseline():

@@ -270,6 +270,22 @@ def test_runs_over_epochs_one_line_per_run_with_sd_band(ax):
     assert len(ax.collections) == 1  # a band only where there is an sd
 
 
+def test_run_metrics_draw_one_runs_metrics_with_accuracy_on_a_twin_axis(ax):
+    from crosslayer.continuity.plots import plot_run_metrics
+
+    epochs = pd.DataFrame({"run": ["a"] * 3 + ["b"] * 3, "epoch": [2, 0, 1] * 2, "W.v1": [0.3, 0.1, 0.2, 0.5, 0.5, 0.4],
+                           "W.v1_sd": [0.03, 0.01, 0.02] + [np.nan] * 3, "G.v1": [0.9, 0.95, 0.92, 0, 0, 0],
+                           "accuracy": [0.8, 0.1, 0.6, 0, 0, 0]})
+    lines, accuracy = plot_run_metrics(ax, epochs, "a", {"W.v1": "weights", "G.v1": "gradient", "Gcum.v1": "absent"},
+                                       accuracy=True)
+    assert [line.get_label() for line in lines] == ["weights", "gradient"]  # a column the table lacks is skipped
+    assert list(lines[0].get_xdata()) == [0, 1, 2] and list(lines[0].get_ydata()) == [0.1, 0.2, 0.3]
+    assert list(accuracy.get_ydata()) == [0.1, 0.6, 0.8] and accuracy.axes is not ax and accuracy.get_linestyle() == "--"
+    assert len(ax.collections) == 1  # a band only where there is an sd
+    with pytest.raises(ValueError, match="'c'"):
+        plot_run_metrics(ax, epochs, "c", {"W.v1": "weights"})
+
+
 def test_run_bars_one_group_per_run_with_error_bars(ax):
     from crosslayer.continuity.plots import plot_run_bars
 

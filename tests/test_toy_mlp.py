@@ -104,3 +104,42 @@ def test_divergence_is_recorded_with_its_epoch():
     records, status, _ = train_toy(config, _data())
     assert status == {"diverged": True, "diverged_epoch": 0} and len(records) == 1
     assert "G.u1" not in records[0] and 0 <= records[0]["W.u1"] <= 1  # no gradient to measure
+
+
+def test_second_pair_continuity_matches_numpy():
+    stack = torch.randn(5, 10, 7, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    U, _, Vh = np.linalg.svd(stack.numpy(), full_matrices=False)
+    stats = stack_continuity(stack)
+    for key, vectors in (("u2", U[:, :, 1]), ("v2", Vh[:, 1])):
+        expected = np.mean([abs(a @ b) for a, b in zip(vectors, vectors[1:])])
+        assert stats[key] == pytest.approx(expected, rel=1e-5), key
+    rank_one = torch.einsum("li,lj->lij", torch.randn(4, 6), torch.randn(4, 5))
+    stats = stack_continuity(rank_one)
+    assert np.isfinite(stats["u1"]) and math.isnan(stats["u2"]) and math.isnan(stats["v2"])
+
+
+def test_relative_weight_change_is_recorded_against_the_initial_weights():
+    config = ToyConfig(width=16, depth=4, epochs=2, batch_size=64, seed=3)
+    records, _, model = train_toy(config, _data())
+    torch.manual_seed(config.seed)  # train_toy seeds the same way before building the model
+    initial = ToyMLP(config, n_in=20).weights().double().numpy()
+    final = model.weights().double().numpy()
+    expected = np.mean([np.linalg.norm(w - w0) / np.linalg.norm(w0) for w, w0 in zip(final, initial)])
+    assert records[0]["dW_rel"] == 0.0 and records[-1]["dW_rel"] == pytest.approx(expected, rel=1e-5)
+    assert 0 < records[1]["dW_rel"] < records[2]["dW_rel"]
+
+
+def test_a_large_epsilon_makes_adam_sgd_with_momentum():
+    # one mini-batch per epoch: Adam's first step is -lr * g / (|g| + eps) with bias-corrected moments
+    data = _data()
+    for eps in (1e-8, 10.0):
+        config = ToyConfig(width=8, depth=3, epochs=1, batch_size=1000, eps=eps, lr=0.01)
+        torch.manual_seed(config.seed)
+        reference = ToyMLP(config, n_in=20)
+        torch.nn.functional.cross_entropy(reference(data[0]), data[1]).backward()
+        g, W0 = reference.gradients().double(), reference.weights().double()
+        _, _, model = train_toy(config, data)
+        expected = W0 - config.lr * g / (g.abs() + eps)
+        torch.testing.assert_close(model.weights().double(), expected, rtol=1e-4, atol=1e-7)
+    # with eps far above |g| the step is (lr / eps) g: plain gradient descent on its first step
+    torch.testing.assert_close(model.weights().double(), W0 - config.lr / eps * g, rtol=1e-3, atol=1e-8)

@@ -133,7 +133,7 @@ def reference_step(model_cfg):
 
 
 TOY_SETTINGS = ("activation", "residual", "layernorm", "width", "depth", "init_scale", "lr", "beta1", "beta2",
-                "batch_size", "epochs")
+                "eps", "batch_size", "epochs")
 
 
 def toy_settings(config, run):

@@ -289,7 +289,7 @@ COUPLING_FIGURES = [
 
 CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
 
-TOY_FIGURES = ["over_epochs", "final"]  # see plot_toy
+TOY_FIGURES = ["over_epochs", "final", "drift", "ema_alignment"]  # see plot_toy
 
 
 def get_toy_settings(wildcards):

@@ -97,6 +97,8 @@ rule plot_toy:
         "../../envs/plots.yaml"
     params:
         runs=TOY_RUNS,
+        drift_runs=TOY["drift_runs"],
+        ema_run=TOY["ema_run"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_toy.py"

@@ -8,10 +8,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.continuity.plots import plot_run_bars, plot_runs_over_epochs
+from crosslayer.continuity.plots import plot_run_bars, plot_run_metrics, plot_runs_over_epochs
 from crosslayer.plotting import save_png_and_pdf
 
-runs, dpi, output = snakemake.params.runs, snakemake.params.dpi, snakemake.output
+runs, dpi, output, params = snakemake.params.runs, snakemake.params.dpi, snakemake.output, snakemake.params
 epochs = pd.read_csv(snakemake.input.epochs, sep="\t")
 final = pd.read_csv(snakemake.input.final, sep="\t")
 cmap = plt.get_cmap("tab20")
@@ -35,3 +35,28 @@ plot_run_bars(ax, final, ["G0.v1", "W.v1", "W.u1", "W.wa_v", "Gcum.v1", "accurac
 ax.legend(fontsize="small", ncol=3, loc="upper right")
 ax.set_title("toy residual MLP, last epoch per run (mean ± sd over seeds)")
 save_png_and_pdf(fig, output.final, dpi=dpi)
+
+# 3. formation and drift, one panel per run, accuracy on a second axis (paper Fig. 2)
+drift = [run for run in params.drift_runs if run in runs] or runs[:2]
+fig, axes = plt.subplots(1, len(drift), figsize=(5.2 * len(drift), 3.8), layout="constrained", squeeze=False)
+for ax, run in zip(axes[0], drift):
+    lines, accuracy = plot_run_metrics(ax, epochs, run, {"W.v1": "weights $v_1$", "W.u1": "weights $u_1$",
+                                                         "G.v1": "gradient $v_1$"}, accuracy=True)
+    ax.set(title=run, ylabel="continuity")
+    ax.legend(handles=[*lines, accuracy], fontsize="small", loc="lower left")
+fig.suptitle("continuity forming and drifting: weights and the epoch's first gradient (mean ± sd over seeds)")
+save_png_and_pdf(fig, output.drift, dpi=dpi)
+
+# 4. gradient continuity precedes weight continuity; which gradient average the weights follow (paper Fig. 12)
+run = params.ema_run if params.ema_run in runs else runs[0]
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+lines, _ = plot_run_metrics(left, epochs, run, {"G.v1": "gradient $v_1$", "W.v1": "weights $v_1$"})
+left.set(title=f"{run}: continuity", ylabel="continuity")
+left.legend(fontsize="small")
+stacks = {"G.align_v": "raw gradient", "Gcum.align_v": "cumulative gradient",
+          **{column: f"EMA β = {column[3:-8]}" for column in epochs.columns
+             if column.startswith("ema") and column.endswith(".align_v")}}
+lines, _ = plot_run_metrics(right, epochs, run, stacks)
+right.set(title=f"{run}: alignment of $v_1$(W) with each gradient's $v_1$", ylabel="mean$_l$ |cos|")
+right.legend(fontsize="small")
+save_png_and_pdf(fig, output.ema_alignment, dpi=dpi)

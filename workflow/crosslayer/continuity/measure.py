@@ -208,14 +208,15 @@ def stack_continuity(stack, *, erank_power=2, vectors=False):
     Returns
     -------
     dict of float
-        ``u1``, ``v1`` (continuity), ``wa_u``, ``wa_v`` (sigma^2-weighted alignment, means over
+        ``u1``, ``v1`` (continuity), ``u2``, ``v2`` (the same of the second singular pair; NaN
+        when a layer has rank < 2), ``wa_u``, ``wa_v`` (sigma^2-weighted alignment, means over
         the L - 1 pairs), ``erank`` (mean over layers); all NaN when a layer is all zero or
         the stack holds NaN/Inf (a diverged run).
     """
     W = torch.as_tensor(stack).to(torch.float32)
     if W.ndim != 3 or W.shape[0] < 2:
         raise ValueError(f"`stack` must be (L >= 2, m, n), got shape {tuple(W.shape)}")
-    failed = dict.fromkeys(("u1", "v1", "wa_u", "wa_v", "erank"), math.nan)
+    failed = dict.fromkeys(("u1", "v1", "u2", "v2", "wa_u", "wa_v", "erank"), math.nan)
     failed |= {"u1_vectors": None, "v1_vectors": None} if vectors else {}
     if not bool(torch.isfinite(W).all()):
         return failed
@@ -223,10 +224,14 @@ def stack_continuity(stack, *, erank_power=2, vectors=False):
     if not bool((s[:, 0] > 0).all()):
         return failed
     u1, v1 = U[:, :, 0].numpy(), Vh[:, 0].numpy()
+    tolerance = s[:, 0] * max(W.shape[1:]) * torch.finfo(torch.float32).eps  # numerical rank, as matrix_rank
+    second = s.shape[1] > 1 and bool((s[:, 1] > tolerance).all())  # u2, v2 are defined
     pairs = range(len(s) - 1)
     return ({"u1_vectors": u1, "v1_vectors": v1} if vectors else {}) | {
         "u1": float(adjacent_cosines(u1).mean()),
         "v1": float(adjacent_cosines(v1).mean()),
+        "u2": float(adjacent_cosines(U[:, :, 1].numpy()).mean()) if second else math.nan,
+        "v2": float(adjacent_cosines(Vh[:, 1].numpy()).mean()) if second else math.nan,
         "wa_u": float(np.mean([weighted_alignment(U[l], U[l + 1], s[l]) for l in pairs])),
         "wa_v": float(np.mean([weighted_alignment(Vh[l].T, Vh[l + 1].T, s[l]) for l in pairs])),
         "erank": float(np.mean([effective_rank(row, power=erank_power) for row in s.numpy()])),
@@ -252,8 +257,8 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
     Returns
     -------
     dict of ndarray
-        Per present projection ``p``: ``{p}.u1`` (L, out) and ``{p}.v1`` (L, in) float32,
-        ``{p}.s`` (L, r) singular values, ``{p}.wa_u`` and ``{p}.wa_v`` (L - 1,) per-pair
+        Per present projection ``p``: ``{p}.u1`` (L, out) and ``{p}.v1`` (L, in) float32, the
+        second singular pair ``{p}.u2``, ``{p}.v2`` likewise, ``{p}.s`` (L, r) singular values, ``{p}.wa_u`` and ``{p}.wa_v`` (L - 1,) per-pair
         sigma^2-weighted alignments.
     """
     projections = tuple(projections)
@@ -276,9 +281,10 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
                 U, s, Vh = torch.linalg.svd(W, full_matrices=False)
             if not torch.isfinite(s).all():
                 raise ValueError(f"layer {layer} projection '{name}': SVD is not finite")
-            row = rows.setdefault(name, {"u1": [], "v1": [], "s": [], "wa_u": [], "wa_v": []})
-            row["u1"].append(U[:, 0].cpu().numpy())
-            row["v1"].append(Vh[0].cpu().numpy())
+            row = rows.setdefault(name, {"u1": [], "v1": [], "u2": [], "v2": [], "s": [], "wa_u": [], "wa_v": []})
+            for i in (0, 1):  # the principal pair and its successor (NaN for a rank-1 shape)
+                row[f"u{i + 1}"].append(U[:, i].cpu().numpy() if len(s) > i else np.full(U.shape[0], np.nan))
+                row[f"v{i + 1}"].append(Vh[i].cpu().numpy() if len(s) > i else np.full(Vh.shape[1], np.nan))
             row["s"].append(s.double().cpu().numpy())
             if name in previous:
                 U0, s0, V0 = previous[name]
@@ -286,7 +292,7 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
                 row["wa_v"].append(weighted_alignment(V0, Vh.T, s0))
             previous[name] = (U, s, Vh.T)
         del weights
-    return {f"{name}.{key}": np.asarray(values, dtype=np.float32 if key in ("u1", "v1") else np.float64)
+    return {f"{name}.{key}": np.asarray(values, dtype=np.float64 if key in ("s", "wa_u", "wa_v") else np.float32)
             for name, row in rows.items() for key, values in row.items()}
 
 
@@ -309,7 +315,8 @@ def checkpoint_summary(result, *, erank_power=2, n_components=3, draws=1000, see
     table : DataFrame
         One row per projection of :data:`PROJECTIONS`: ``projection``, ``present`` (False for a
         projection the family lacks: NaN values, not zeros), ``n_out``, ``n_in``, ``u1``, ``v1``
-        (continuity), ``baseline_u``, ``baseline_v`` (exact ``E|cos|``), ``baseline_u_approx``,
+        (continuity), ``u2``, ``v2`` (that of the second singular pair, against the same
+        baseline; NaN when it is missing, e.g. in a stored result without it), ``baseline_u``, ``baseline_v`` (exact ``E|cos|``), ``baseline_u_approx``,
         ``baseline_v_approx`` (``sqrt(2 / (pi n))``), ``wa_u``, ``wa_v``, ``erank`` (mean over
         layers), ``evr_u``, ``evr_v`` and their random baselines ``evr_baseline_u``, ``evr_baseline_v``.
     arrays : dict of ndarray
@@ -333,12 +340,14 @@ def checkpoint_summary(result, *, erank_power=2, n_components=3, draws=1000, see
         for space, vectors, n in (("u", u1, n_out), ("v", v1, n_in)):
             arrays[f"{name}.cos_{space}"] = adjacent_cosines(vectors)
             arrays[f"{name}.pca_{space}"], evr = principal_pca(vectors, n_components=n_components)
+            second = result.get(f"{name}.{space}2")
+            row[f"{space}2"] = math.nan if second is None or np.isnan(second).any() else adjacent_cosines(second).mean()
             row |= {f"{space}1": arrays[f"{name}.cos_{space}"].mean(), f"baseline_{space}": expected_abs_cosine(n),
                     f"baseline_{space}_approx": math.sqrt(2 / (math.pi * n)), f"wa_{space}": result[f"{name}.wa_{space}"].mean(),
                     f"evr_{space}": evr.sum(), f"evr_baseline_{space}": evr_baseline(L, n)}
         arrays[f"{name}.erank"] = np.array([effective_rank(values, power=erank_power) for values in s])
         rows.append(row | {"erank": arrays[f"{name}.erank"].mean()})
-    columns = ["projection", "present", "n_out", "n_in", "u1", "v1", "baseline_u", "baseline_v", "baseline_u_approx",
+    columns = ["projection", "present", "n_out", "n_in", "u1", "v1", "u2", "v2", "baseline_u", "baseline_v", "baseline_u_approx",
                "baseline_v_approx", "wa_u", "wa_v", "erank", "evr_u", "evr_v", "evr_baseline_u", "evr_baseline_v"]
     table = pd.DataFrame(rows).reindex(columns=columns)
     table["n_out"], table["n_in"] = table["n_out"].astype("Int64"), table["n_in"].astype("Int64")

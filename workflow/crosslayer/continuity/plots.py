@@ -4,12 +4,14 @@ the main artist; the workflow scripts build the figures and save them.
 
 import matplotlib as mpl
 import numpy as np
+import pandas as pd
 
 from crosslayer.plotting import set_step_axis
 
 __all__ = [
     "CONTINUITY_SPACES", "projection_colors", "plot_continuity_bars", "plot_continuity_over_training",
     "plot_adjacent_cosines", "plot_trajectory_3d", "plot_runs_over_epochs", "plot_run_bars",
+    "plot_run_metrics",
 ]
 
 
@@ -167,3 +169,42 @@ def plot_run_bars(ax, final, metrics, *, runs):
     ax.set_xticks(x, runs, rotation=30, ha="right")
     ax.set(ylim=(0, 1), ylabel="mean over seeds")
     return bars
+
+
+def plot_run_metrics(ax, epochs, run, metrics, *, accuracy=False):
+    """One run's metrics against the epoch (mean over seeds, +- 1 sd band where there are several),
+    optionally with its test accuracy on a second axis (dashed; the paper's Fig. 2b).
+
+    Parameters
+    ----------
+    epochs : DataFrame
+        :func:`crosslayer.continuity.toy_tables.epoch_table`.
+    run : str
+    metrics : dict of str to str
+        Column -> legend label; columns the table lacks are skipped.
+    accuracy : bool
+
+    Returns
+    -------
+    lines : list of matplotlib.lines.Line2D
+        One per drawn metric.
+    accuracy_line : matplotlib.lines.Line2D or None
+        On ``ax``'s twin axis.
+    """
+    part = epochs[epochs["run"] == run].sort_values("epoch")
+    if part.empty:
+        raise ValueError(f"run {run!r} is not in the epoch table")
+    lines = []
+    for i, (column, label) in enumerate((c, l) for c, l in metrics.items() if c in part.columns):
+        mean, sd = part[column].to_numpy(float), part.get(f"{column}_sd", pd.Series(np.nan, part.index)).to_numpy(float)
+        lines.append(ax.plot(part["epoch"], mean, color=f"C{i}", lw=1.5, label=label)[0])
+        if np.isfinite(sd).any():
+            ax.fill_between(part["epoch"], mean - sd, mean + sd, color=f"C{i}", alpha=0.15, lw=0)
+    ax.set(xlabel="epoch", ylim=(0, 1))
+    accuracy_line = None
+    if accuracy:
+        twin = ax.twinx()
+        accuracy_line = twin.plot(part["epoch"], part["accuracy"].to_numpy(float), color="0.3", ls="--", lw=1.2,
+                                  label="test accuracy")[0]
+        twin.set(ylim=(0, 1), ylabel="test accuracy")
+    return lines, accuracy_line

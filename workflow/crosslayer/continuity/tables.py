@@ -12,6 +12,8 @@ __all__ = ["ABLATION_COLUMNS", "TABLE2_ORDER", "ablation_table", "steps_table", 
 
 #: The paper's column order (readers, writers, V), then the OV composite.
 TABLE2_ORDER = ("q", "k", "gate", "up", "o", "down", "v", "ov")
+#: Each projection's columns: the principal pair's continuity (the paper's Table 2), then the second pair's.
+PAIRS = ("v1", "u1", "v2", "u2")
 
 
 def steps_table(tables, steps):
@@ -34,7 +36,9 @@ def table2(steps_tables):
     -------
     DataFrame
         ``model``, ``step``, then ``{projection}.v1`` and ``{projection}.u1`` in
-        :data:`TABLE2_ORDER` (a projection no model has is left out; one a model lacks is NaN).
+        :data:`TABLE2_ORDER` (the paper's columns), then ``{projection}.v2`` and ``{projection}.u2``,
+        the second singular pair's continuity, in the same order (a projection no model has is
+        left out; one a model lacks is NaN; a steps table without ``u2``/``v2`` leaves them out).
         The random baselines, which depend on each projection's dimensions, are in the steps tables.
     """
     rows = []
@@ -45,9 +49,10 @@ def table2(steps_tables):
             row = {"model": model, "step": int(step)}
             for name in TABLE2_ORDER:
                 if name in values.index:
-                    row[f"{name}.v1"], row[f"{name}.u1"] = values.loc[name, "v1"], values.loc[name, "u1"]
+                    row |= {f"{name}.{key}": values.loc[name, key] for key in PAIRS if key in values.columns}
             rows.append(row)
-    columns = ["model", "step"] + [f"{name}.{space}" for name in TABLE2_ORDER for space in ("v1", "u1")]
+    columns = ["model", "step"] + [f"{name}.{key}" for pair in (PAIRS[:2], PAIRS[2:]) for name in TABLE2_ORDER
+                                   for key in pair]
     out = pd.DataFrame(rows)
     return out.reindex(columns=[c for c in columns if c in out.columns])
 

@@ -52,6 +52,7 @@ class ToyConfig:
     lr: float = 1e-3
     beta1: float = 0.9
     beta2: float = 0.999
+    eps: float = 1e-8  # Adam's epsilon; one far above sqrt(v) makes the step lr/eps * m (SGD with momentum)
     batch_size: int = 128
     epochs: int = 20
     ema_betas: tuple = (0.9, 0.99, 0.999)  # smoothing levels of the gradient EMAs
@@ -143,9 +144,10 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         epoch; NaN at 0), ``accuracy`` (test), and for each tracked stack ``W`` (weights), ``G``
         (gradient of the epoch's first mini-batch; at epoch 0 the first backward pass),
         ``Gcum`` (sum of all gradients so far), ``ema{beta}`` (bias-corrected EMA of the
-        gradients) the keys ``{stack}.u1``, ``.v1``, ``.wa_u``, ``.wa_v``, ``.erank`` and, for
-        the gradient stacks, ``.align_u``/``.align_v`` with the weights; ``delta_u``/``delta_v``
-        = ``Gcum`` minus ``W`` continuity.
+        gradients) the keys ``{stack}.u1``, ``.v1``, ``.u2``, ``.v2``, ``.wa_u``, ``.wa_v``,
+        ``.erank`` and, for the gradient stacks, ``.align_u``/``.align_v`` with the weights;
+        ``delta_u``/``delta_v`` = ``Gcum`` minus ``W`` continuity; ``dW_rel``, the weights'
+        relative change since initialisation, ``mean_l ||W_l - W_l(0)||_F / ||W_l(0)||_F``.
     status : dict
         ``diverged`` (bool), ``diverged_epoch`` (first epoch whose loss was not finite, or None).
     model : ToyMLP
@@ -153,7 +155,8 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
     torch.manual_seed(config.seed)
     model = ToyMLP(config, n_in=data[0].shape[1]).to(device)
     x_train, y_train, x_test, y_test = (t.to(device) for t in data)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2))
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
+                                 eps=config.eps)
     generator = torch.Generator().manual_seed(config.seed)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -166,8 +169,15 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         return model.gradients().clone()
 
     ema_names = [f"ema{beta:g}" for beta in config.ema_betas]
-    stacks = {"W": model.weights().clone(), "G": first_gradient(), "Gcum": None, **dict.fromkeys(ema_names)}
-    records = [{"epoch": 0, "loss": math.nan, "accuracy": _evaluate(model, x_test, y_test), **_row(stacks, erank_power)}]
+    initial = model.weights().clone()
+    initial_norms = torch.linalg.matrix_norm(initial)
+
+    def relative_change(W):
+        return float((torch.linalg.matrix_norm(W - initial) / initial_norms).mean())
+
+    stacks = {"W": initial, "G": first_gradient(), "Gcum": None, **dict.fromkeys(ema_names)}
+    records = [{"epoch": 0, "loss": math.nan, "accuracy": _evaluate(model, x_test, y_test), "dW_rel": 0.0,
+                **_row(stacks, erank_power)}]
     status = {"diverged": stacks["G"] is None, "diverged_epoch": 0 if stacks["G"] is None else None}
     cumulative = torch.zeros_like(stacks["W"])
     emas = [torch.zeros_like(stacks["W"]) for _ in config.ema_betas]
@@ -197,7 +207,7 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         stacks = {"W": model.weights(), "G": first, "Gcum": cumulative,
                   **{name: ema / (1 - beta**n_steps) for name, ema, beta in zip(ema_names, emas, config.ema_betas)}}
         records.append({"epoch": epoch, "loss": float(np.mean(losses)), "accuracy": _evaluate(model, x_test, y_test),
-                        **_row(stacks, erank_power)})
+                        "dW_rel": relative_change(stacks["W"]), **_row(stacks, erank_power)})
     return records, status, model
 
 

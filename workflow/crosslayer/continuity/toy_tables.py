@@ -10,8 +10,8 @@ import pandas as pd
 __all__ = ["FINAL_METRICS", "epoch_table", "final_table", "stack_runs"]
 
 #: Reported at the last epoch (``G0.*``: the gradient of the first backward pass, epoch 0).
-FINAL_METRICS = ("accuracy", "G0.v1", "G0.u1", "G0.wa_v", "G.v1", "G.u1", "G.wa_v", "W.v1", "W.u1", "W.wa_v",
-                 "W.wa_u", "W.erank", "Gcum.v1", "Gcum.u1", "delta_v", "delta_u")
+FINAL_METRICS = ("accuracy", *(f"{stack}.{m}" for stack in ("G0", "G", "W") for m in ("v1", "v2", "wa_v", "u1", "u2", "wa_u")),
+                 "W.erank", "G.erank", "Gcum.v1", "Gcum.u1", "delta_v", "delta_u", "dW_rel")
 
 
 def stack_runs(tables, statuses):
