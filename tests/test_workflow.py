@@ -214,9 +214,9 @@ def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_record
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    # per model: 4 alignment, 1 loss, 4 dynamics, 4 topology, 12 coupling, 4 continuity;
+    # per model: 4 alignment, 1 loss, 6 dynamics, 5 topology, 12 coupling, 4 continuity;
     # overviews: alignment, topology, 5 coupling, 2 toy ablations, 1 transformer ablations
-    assert len(figures) == 2 * (4 + 1 + 4 + 4 + 12 + 4) + 7 + 2 + 1
+    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4) + 7 + 2 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -375,10 +375,25 @@ def test_transformer_ablations_match_an_independent_recomputation_from_the_saved
         weights = load_file(tiny_run / f"results/ablations/{run}/step6/model.safetensors")
         assert any("norm" in name for name in weights) == (run != "nonorm_silu")
         for name, module, space in (("gate", "mlp.gate_proj", "v1"), ("o", "self_attn.o_proj", "u1")):
-            svd = [np.linalg.svd(weights[f"model.layers.{layer}.{module}.weight"].astype(np.float64)) for layer in range(4)]
-            vectors = [u[:, 0] for u, _, _ in svd] if space == "u1" else [vt[0] for _, _, vt in svd]
-            expected = np.mean([abs(a @ b) for a, b in zip(vectors, vectors[1:])])
-            assert table.loc[run, f"{name}.{space}"] == pytest.approx(expected, abs=1e-5)
+            assert table.loc[run, f"{name}.{space}"] == pytest.approx(_continuity(weights, module, space), abs=1e-5)
+    # over training: every saved step (tiny.yaml: 0, 3 and the last), recomputed from its weights
+    over = pd.read_csv(tiny_run / "results/continuity/ablations_over_training.tsv", sep="\t").set_index(["run", "step"])
+    assert list(over.index) == [(run, step) for run in table.index for step in (0, 3, 6)]
+    for run in table.index:
+        for step in (0, 3, 6):
+            weights = load_file(tiny_run / f"results/ablations/{run}/step{step}/model.safetensors")
+            for name, module, space in (("gate", "mlp.gate_proj", "v1"), ("down", "mlp.down_proj", "u2")):
+                expected = _continuity(weights, module, space)
+                assert over.loc[(run, step), f"{name}.{space}"] == pytest.approx(expected, abs=1e-5)
+    assert (over.xs(6, level="step")[["gate.v1", "o.u1"]] == table[["gate.v1", "o.u1"]]).all().all()
+
+
+def _continuity(weights, module, space, layers=4):
+    """Mean |cos| of adjacent layers' singular vectors (`space`: u1, v1, u2 or v2), by numpy."""
+    i = int(space[1]) - 1
+    svd = [np.linalg.svd(weights[f"model.layers.{layer}.{module}.weight"].astype(np.float64)) for layer in range(layers)]
+    vectors = [u[:, i] for u, _, _ in svd] if space[0] == "u" else [vt[i] for _, _, vt in svd]
+    return np.mean([abs(a @ b) for a, b in zip(vectors, vectors[1:])])
 
 
 def test_a_diverging_ablation_is_reported_with_its_step(tmp_path):
@@ -387,6 +402,9 @@ def test_a_diverging_ablation_is_reported_with_its_step(tmp_path):
     table = pd.read_csv(tmp_path / "results/continuity/ablations.tsv", sep="\t")
     assert table["diverged_step"].between(1, 6).all() and table["perplexity"].isna().all()
     assert not any(col.endswith((".u1", ".v1")) for col in table.columns)  # no run left continuity to report
+    over = pd.read_csv(tmp_path / "results/continuity/ablations_over_training.tsv", sep="\t")
+    assert (over.groupby("run")["step"].min() == 0).all() and over.loc[over["step"] == 0, "gate.v1"].notna().all()
+    assert (tmp_path / "results/figures/continuity/ablations_over_training.png").is_file()
     assert (tmp_path / "results/figures/continuity/ablations.pdf").is_file()
 
 
@@ -411,7 +429,8 @@ def test_a_dataset_corpus_with_an_existing_tokenizer_trains_the_ablations(tiny_r
     assert (ids == tokenizer.eos_token_id).sum() == len(rows) - 2  # one EOS between the 301 non-empty rows
     outcome = json.loads((work / "results/ablations/res_silu/outcome.json").read_text())
     assert outcome["diverged_step"] is None and np.isfinite(outcome["perplexity"])
-    assert pd.read_csv(work / "results/ablations/res_silu.continuity.tsv", sep="\t")["present"].sum() == 8
+    table = pd.read_csv(work / "results/ablations/res_silu.continuity.tsv", sep="\t")
+    assert table.groupby("step")["present"].sum().to_dict() == {0: 8, 3: 8, 6: 8}  # tiny.yaml saves steps 0 and 3 too
 
 
 def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):

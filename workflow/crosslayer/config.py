@@ -150,7 +150,8 @@ def ablation_settings(config, run):
     ``train`` block, the ablations' ``train`` overrides, the run's switches and its steps."""
     block = config["transformer_ablations"]
     switches = {key: block["runs"][run].get(key, default) for key, default in ABLATION_SWITCHES.items()}
-    return {**config.get("train", {}), **block["train"], **switches, "save_steps": [block["steps"]]}
+    save_steps = sorted({*block["checkpoints"], block["steps"]})  # the last is the one Table 2 reports
+    return {**config.get("train", {}), **block["train"], **switches, "save_steps": save_steps}
 
 
 def cuda_settings(config):
@@ -262,6 +263,10 @@ def check_config(config, sizes=None, families=None):
     if ablations["activate"] and ablations["runs"]:
         settings = {**config.get("train", {}), **ablations["train"]}
         _check_heads(settings, "transformer_ablations.train")
+        late = [step for step in ablations["checkpoints"] if step >= ablations["steps"]]
+        if late:
+            raise ValueError(f"transformer_ablations.checkpoints: {late} not below transformer_ablations.steps "
+                             f"({ablations['steps']}, always saved)")
         if config["continuity"]["pca_components"] >= settings["n_layers"]:
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")

@@ -45,6 +45,7 @@ rule ablation_continuity:
     resources:
         gpu=get_gpu_request(CONTINUITY["device"]),
     params:
+        save_steps=lambda wildcards: get_ablation_params(wildcards)["save_steps"],
         projections=CONTINUITY["projections"],
         erank_power=CONTINUITY["erank_power"],
         pca_components=CONTINUITY["pca_components"],
@@ -66,6 +67,13 @@ rule summarize_ablations:
             category="Continuity",
             subcategory="Transformer ablations",
             labels={"table": "transformer ablations (Table 2)"},
+        ),
+        over_training=report(
+            "results/continuity/ablations_over_training.tsv",
+            caption="../report/ablations_over_training_table.rst",
+            category="Continuity",
+            subcategory="Transformer ablations",
+            labels={"table": "transformer ablations over training"},
         ),
     log:
         "logs/summarize_ablations.log",
@@ -92,6 +100,14 @@ rule plot_ablations:
             labels={"figure": "continuity per run"},
         ),
         pdf="results/figures/continuity/ablations.pdf",
+        over_training=report(
+            "results/figures/continuity/ablations_over_training.png",
+            caption="../report/ablations_over_training.rst",
+            category="Continuity",
+            subcategory="Transformer ablations",
+            labels={"figure": "continuity over training"},
+        ),
+        over_training_pdf="results/figures/continuity/ablations_over_training.pdf",
     log:
         "logs/plot_ablations.log",
     benchmark:

@@ -16,16 +16,25 @@ from pathlib import Path
 import numpy as np
 
 from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint
+from crosslayer.continuity.tables import steps_table
 
 params, run = snakemake.params, Path(snakemake.input.run)
 outcome = json.loads((run / "outcome.json").read_text())
-result = {}  # a diverged run has no final checkpoint: every projection is reported absent
-if outcome["diverged_step"] is None:
-    step = outcome["steps"]
+summary = {"erank_power": params.erank_power, "n_components": params.pca_components, "draws": params.baseline_draws,
+           "seed": params.seed}
+# every saved step (a diverged run keeps those before its divergence); the npz is the last step's
+steps = [step for step in params.save_steps if (run / f"step{step}").is_dir()]
+tables = []
+for step in steps:
     manifest = {"path": str(run / f"step{step}"), "model": snakemake.wildcards.ablation, "revision": f"step{step}",
                 "step": step}
     result = continuity_checkpoint(manifest, projections=params.projections, device=params.device)
-table, arrays = checkpoint_summary(result, erank_power=params.erank_power, n_components=params.pca_components,
-                                   draws=params.baseline_draws, seed=params.seed)
+    table, arrays = checkpoint_summary(result, **summary)
+    tables.append(table)
+if outcome["diverged_step"] is not None:  # no final checkpoint: every projection reported absent there
+    result = {}
+    table, arrays = checkpoint_summary(result, **summary)
+    tables.append(table)
+    steps.append(outcome["steps"])
 np.savez(snakemake.output.npz, **result, **arrays)
-table.to_csv(snakemake.output.table, sep="\t", index=False)
+steps_table(tables, steps).to_csv(snakemake.output.table, sep="\t", index=False)

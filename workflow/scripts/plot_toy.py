@@ -44,7 +44,8 @@ for ax, run in zip(axes[0], drift):
                                                          "G.v1": "gradient $v_1$"}, accuracy=True)
     ax.set(title=run, ylabel="continuity")
     ax.legend(handles=[*lines, accuracy], fontsize="small", loc="lower left")
-fig.suptitle("continuity forming and drifting: weights and the epoch's first gradient (mean ± sd over seeds)")
+fig.suptitle("continuity forming and drifting\n(weights and each epoch's first gradient, mean ± sd over seeds)",
+             fontsize="medium")
 save_png_and_pdf(fig, output.drift, dpi=dpi)
 
 # 4. gradient continuity precedes weight continuity; which gradient average the weights follow (paper Fig. 12)

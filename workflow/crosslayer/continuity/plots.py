@@ -201,6 +201,7 @@ def plot_run_metrics(ax, epochs, run, metrics, *, accuracy=False):
         if np.isfinite(sd).any():
             ax.fill_between(part["epoch"], mean - sd, mean + sd, color=f"C{i}", alpha=0.15, lw=0)
     ax.set(xlabel="epoch", ylim=(0, 1))
+    ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
     accuracy_line = None
     if accuracy:
         twin = ax.twinx()
