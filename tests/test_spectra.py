@@ -660,7 +660,8 @@ def test_schur_dose_response_in_torch_equals_numpy(monkeypatch, mode):
     # the last layer's d x d SVDs start every product (the dose's also start control B: doses x (1 + draws));
     # every earlier layer takes one r x d svdvals per product: layers x doses x (dose + 2 controls x draws)
     assert len(calls["svd"]) == 6 * (1 + 2) and len(calls["svdvals"]) == 3 * 6 * (1 + 2 * 2)
-    for key in ("dose", "dose_log_frobenius", "control_a", "control_b"):
+    for key in ("dose", "dose_log_frobenius", "control_a", "control_b", "control_a_log_frobenius",
+                "control_b_log_frobenius"):
         np.testing.assert_allclose(torch_result[key], numpy_result[key], rtol=1e-12, err_msg=key)
 
 
@@ -675,7 +676,8 @@ def test_both_modes_in_one_sweep_equal_separate_calls_and_draw_haar_once(monkeyp
     assert len(draws) == 3 * 2  # layers x draws, not x modes
     assert list(joint) == list(schur.SCHUR_MODES)
     for mode in schur.SCHUR_MODES:
-        for key in ("dose", "dose_log_frobenius", "control_a", "control_b"):
+        for key in ("dose", "dose_log_frobenius", "control_a", "control_b", "control_a_log_frobenius",
+                    "control_b_log_frobenius"):
             np.testing.assert_array_equal(joint[mode][key], separate[mode][key], err_msg=f"{mode} {key}")
     with pytest.raises(ValueError, match="`modes` must be distinct"):
         schur.schur_dose_responses(Js, modes=("J", "J"))
@@ -738,8 +740,42 @@ def test_schur_dose_response_equals_explicit_recomposition(mode, d, rank):
                 stack_a.append(schur.schur_recompose(Q, D, R, alpha, mode=mode))
                 stack_b.append(schur.schur_recompose(W, D, N, alpha, mode=mode))
             for key, stack in (("control_a", stack_a), ("control_b", stack_b)):
-                expected = er.cumulative_effective_rank(stack, rank=rank)[0]
+                expected, expected_log_fro = er.cumulative_effective_rank(stack, rank=rank)
                 np.testing.assert_allclose(out[key][j, i], expected, rtol=1e-8)
+                np.testing.assert_allclose(out[f"{key}_log_frobenius"][j, i], expected_log_fro, rtol=1e-8)
+
+
+@pytest.mark.parametrize("mode", schur.SCHUR_MODES)
+def test_schur_log_frobenius_is_that_of_the_explicit_product_at_full_rank(mode):
+    # Fig. 5's amplification: log ||J_{L-1} ... J_l||_F of the recomposed layers, by NumPy products
+    L, d, seed = 4, 6, 3
+    Js = random_layers(L, d, seed=21, scale=1.5)
+    alphas = (0.0, 1.0, 1.5)
+    out = schur.schur_dose_response(Js, alphas=alphas, mode=mode, rank=d, draws=2, seed=seed)
+    parts = [schur.schur_parts(J, mode=mode) for J in Js]
+
+    def log_fro_from(stack):
+        logs, P = np.empty(L), np.eye(d)
+        for layer in range(L - 1, -1, -1):
+            P = P @ stack[layer]
+            logs[layer] = np.log(np.linalg.norm(P))
+        return logs
+
+    for i, alpha in enumerate(alphas):
+        dose = [schur.schur_recompose(Q, D, N, alpha, mode=mode) for Q, D, N in parts]
+        np.testing.assert_allclose(out["dose_log_frobenius"][i], log_fro_from(dose), rtol=1e-9, atol=1e-12)
+        for j in range(2):
+            rngs = [np.random.default_rng([seed, j, layer]) for layer in range(L)]
+            draws = [(schur.random_strict_upper(N, rng), schur.haar_unitary(d, rng)) for (_, _, N), rng in
+                     zip(parts, rngs)]
+            stack_a = [schur.schur_recompose(Q, D, R, alpha, mode=mode) for (Q, D, _), (R, _) in zip(parts, draws)]
+            stack_b = [schur.schur_recompose(W, D, N, alpha, mode=mode) for (_, D, N), (_, W) in zip(parts, draws)]
+            np.testing.assert_allclose(out["control_a_log_frobenius"][j, i], log_fro_from(stack_a), rtol=1e-9,
+                                       atol=1e-12)
+            np.testing.assert_allclose(out["control_b_log_frobenius"][j, i], log_fro_from(stack_b), rtol=1e-9,
+                                       atol=1e-12)
+    # alpha = 1 is the trained stack, whose products are real
+    np.testing.assert_allclose(out["dose_log_frobenius"][1], log_fro_from(list(Js)), rtol=1e-9)
 
 
 def test_schur_dose_is_complex_for_real_input_and_real_part_would_break_it():
@@ -835,3 +871,5 @@ def test_dose_response_table_is_the_result_in_long_form():
     assert row["effective_rank"].item() == result["control_b"][1, 0, 2]
     dose = table.query("construction == 'dose' and alpha == 1").sort_values("start_layer")
     np.testing.assert_array_equal(dose["effective_rank"], result["dose"][1])
+    np.testing.assert_array_equal(dose["log_frobenius"], result["dose_log_frobenius"][1])
+    assert row["log_frobenius"].item() == result["control_b_log_frobenius"][1, 0, 2]

@@ -232,6 +232,8 @@ DYNAMICS_FIGURES = [
     "sample_spectra",
     "eigenvalues",
     "cumulative_rank",
+    "regimes",
+    "eigenvalue_density",
 ]  # see plot_dynamics
 
 
@@ -240,6 +242,7 @@ TOPOLOGY_FIGURES = [
     "boundary_coupling",
     "mesoscale",
     "rate_coupling",
+    "unit_coupling",
 ]  # see plot_topology
 
 
@@ -340,7 +343,11 @@ def get_final_output():
         *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
         *(
             [
-                *expand("results/dynamics/{model}/regimes.tsv", model=models_for("dynamics")),
+                *expand(
+                    "results/dynamics/{model}/{table}.tsv",
+                    model=models_for("dynamics"),
+                    table=["regimes", "radius_vs_rank_drop"],
+                ),
                 *expand(
                     "results/figures/dynamics/{model}.{figure}.{ext}",
                     model=models_for("dynamics"),

@@ -112,6 +112,8 @@ rule dynamics_regimes:
             subcategory="{model}",
             labels={"model": "{model}", "table": "depth regimes"},
         ),
+        # Fig. 4b: Spearman of the spectral radius with the per-layer drop of the cumulative rank
+        funnel="results/dynamics/{model}/radius_vs_rank_drop.tsv",
     log:
         "logs/dynamics_regimes/{model}.log",
     benchmark:
@@ -134,6 +136,9 @@ rule plot_dynamics:
         samples=figure("dynamics", "sample_spectra", "dynamics_sample_spectra"),
         eigenvalues=figure("dynamics", "eigenvalues", "dynamics_eigenvalues"),
         cumulative=figure("dynamics", "cumulative_rank", "dynamics_cumulative_rank"),
+        # Figs 2/S2 and S1 (no report captions yet: plain outputs)
+        regimes="results/figures/dynamics/{model}.regimes.png",
+        density="results/figures/dynamics/{model}.eigenvalue_density.png",
         pdfs=expand(
             "results/figures/dynamics/{{model}}.{name}.pdf",
             name=DYNAMICS_FIGURES,

@@ -100,11 +100,14 @@ rule plot_topology:
         communities=every_step("results/topology/{model}/step{step}.communities.tsv"),
         layers=every_step("results/topology/{model}/step{step}.coupling.tsv"),
         summaries=every_step("results/topology/{model}/step{step}.summary.tsv"),
+        partitions=every_step("results/topology/{model}/step{step}.partitions.npz"),
+        jacobians=every_step("results/dynamics/{model}/step{step}.jacobians.npz"),
     output:
         communities=figure("topology", "communities", "topology_communities"),
         boundary=figure("topology", "boundary_coupling", "topology_boundary"),
         mesoscale=figure("topology", "mesoscale", "topology_mesoscale"),
         rate=figure("topology", "rate_coupling", "topology_rate"),
+        units="results/figures/topology/{model}.unit_coupling.png",  # Fig. 7a (no report caption yet)
         pdfs=expand(
             "results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES
         ),
@@ -118,6 +121,7 @@ rule plot_topology:
         steps=get_model_steps,
         method=TOPOLOGY["methods"][0],
         fdr_q=TOPOLOGY["fdr_q"],
+        tail=TOPOLOGY["tail"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_topology.py"

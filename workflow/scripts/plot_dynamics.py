@@ -10,8 +10,16 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from crosslayer.dynamics.plots import plot_dose_response, plot_eigenvalue_cloud, plot_quantile_profile
+from crosslayer.dynamics.plots import (
+    plot_dose_response,
+    plot_eigenvalue_cloud,
+    plot_layer_density,
+    plot_quantile_profile,
+    plot_radius_vs_rank_drop,
+    plot_regime_bands,
+)
 from crosslayer.dynamics.regimes import REGIMES
+from crosslayer.dynamics.spectra import eigenvalue_density
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
@@ -90,25 +98,70 @@ colorbar.ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
 fig.suptitle(f"{model}: eigenvalues of the mean Jacobian per depth regime (dotted: unit circle)")
 save(fig, "eigenvalues")
 
-# 4. cumulative effective rank and the Schur dose response
+# 4. cumulative effective rank (Fig. 4a), where it drops against the spectral radius (Fig. 4b), and the
+# Schur dose response of the rank and of the amplification log ||J_{0->L}||_F (Fig. 5)
 schur = {step: pd.read_csv(path, sep="\t") for step, path in zip(steps, snakemake.input.schur)}
 modes = list(dict.fromkeys(schur[steps[0]]["mode"]))
-fig, axes = plt.subplots(1, 1 + len(modes), figsize=(4.6 * (1 + len(modes)), 4.2), layout="constrained")
-plot_depth_profile(axes[0], profiles, "cumulative_effective_rank")
-axes[0].set(xlabel="start layer $l$", ylabel=r"effective rank of $J_{l \to L}$")
+fig, axes = plt.subplots(2, 1 + len(modes), figsize=(4.6 * (1 + len(modes)), 8.2), layout="constrained",
+                         squeeze=False)
+plot_depth_profile(axes[0, 0], profiles, "cumulative_effective_rank")
+axes[0, 0].set(xlabel="start layer $l$", ylabel=r"effective rank of $J_{l \to L}$")
 ranks = pd.concat([p["cumulative_effective_rank"] for p in profiles.values()])
 if ranks.max() > 10 * ranks.min():  # paper scale: from d down to a handful
-    axes[0].set_yscale("log")
-axes[0].set_title("cumulative Jacobian", fontsize="medium")
-axes[0].legend(frameon=False, fontsize="x-small")
+    axes[0, 0].set_yscale("log")
+axes[0, 0].set_title("cumulative Jacobian", fontsize="medium")
+axes[0, 0].legend(frameon=False, fontsize="x-small")
+plot_radius_vs_rank_drop(axes[1, 0], profiles)
+axes[1, 0].set_title("rank drop at each layer vs its spectral radius", fontsize="medium")
+axes[1, 0].legend(frameon=False, fontsize="x-small")
 ends = [steps[0], steps[-1]] if len(steps) > 1 else steps
-for ax, mode in zip(axes[1:], modes):
-    for color, step in zip(("0.5", "C3"), ends):
-        plot_dose_response(ax, schur[step][schur[step]["mode"] == mode], color=color, label=f"step {format_step(step)}")
-    ax.set_title(f"Schur surgery of {mode.replace('-', '−')}, from layer 0", fontsize="medium")
+for col, mode in enumerate(modes, start=1):
+    for row, (column, what) in enumerate((("effective_rank", "rank"), ("log_frobenius", "amplification"))):
+        ax = axes[row, col]
+        for color, step in zip(("0.5", "C3"), ends):
+            plot_dose_response(ax, schur[step][schur[step]["mode"] == mode], color=color,
+                               label=f"step {format_step(step)}", column=column)
+        ax.set_title(f"Schur surgery of {mode.replace('-', '−')}, from layer 0: {what}", fontsize="medium")
 handles = [Line2D([], [], color="k", lw=1.8, marker="o", label="dose: $Q (D + \\alpha N) Q^H$"),
            Line2D([], [], color="k", ls="--", marker="^", label="control A: Gaussian $N$, same $\\|N\\|_F$"),
            Line2D([], [], color="k", ls=":", marker="s", label="control B: Haar-random basis")]
-axes[1].legend(handles=[*axes[1].get_legend_handles_labels()[0], *handles], frameon=False, fontsize="x-small")
+axes[0, 1].legend(handles=[*axes[0, 1].get_legend_handles_labels()[0], *handles], frameon=False, fontsize="x-small")
 fig.suptitle(f"{model}: dimensional funnelling through depth ({null_note})")
 save(fig, "cumulative")
+
+# 5. the depth regimes and the two measures that define them (Figs 2, S2): condition number and self-alignment
+fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
+name = "condition_number"
+if all(f"{q}_{name}" in p.columns for p in profiles.values() for q in ("q25", "median", "q75")):
+    plot_quantile_profile(axes[0], profiles, name)
+    axes[0].set_yscale("log")
+    axes[0].set_title("condition number of J (median, IQR over texts)", fontsize="medium")
+else:  # dynamics.condition_number: false
+    plot_quantile_profile(axes[0], profiles, "participation_ratio")
+    axes[0].set_title("participation ratio of J (no condition numbers computed)", fontsize="medium")
+plot_depth_profile(axes[1], profiles, "self_alignment")
+axes[1].axhline(first["baseline_mean"].iloc[0], color="0.5", lw=1, ls=":", label="random subspaces")
+axes[1].set_title("self-alignment of mean J", fontsize="medium")
+for ax in axes:
+    plot_regime_bands(ax, regimes)
+axes[1].legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: depth regimes (shaded) and the measures that define them ({null_note})")
+save(fig, "regimes")
+
+# 6. per-layer eigenvalue densities (Fig. S1): |lambda| and Re lambda of each layer, on shared bins
+fig, axes = plt.subplots(len(shown), 2, figsize=(10, 3.4 * len(shown)), layout="constrained", squeeze=False)
+spectra = {}
+for step in shown:
+    with np.load(snakemake.input.eigenvalues[steps.index(step)]) as npz:
+        spectra[step] = npz["eigenvalues"]
+for col, (part, label) in enumerate((("modulus", "|λ|"), ("real", "Re λ"))):
+    values = np.concatenate([np.abs(lam) if part == "modulus" else lam.real for lam in spectra.values()], axis=None)
+    shared = tuple(np.percentile(values, [0.5, 99.5]))  # a few outlying modes would squeeze the bulk into one bin
+    for row, step in enumerate(shown):
+        density, edges = eigenvalue_density(spectra[step], part=part, value_range=shared)
+        mesh = plot_layer_density(axes[row, col], density, edges, reference=1.0)
+        mesh.set_norm(matplotlib.colors.PowerNorm(0.5))
+        axes[row, col].set(xlabel=label, title=f"step {format_step(step)}: density of {label} per layer")
+        fig.colorbar(mesh, ax=axes[row, col], label="density (square-root scale)")
+fig.suptitle(f"{model}: eigenvalue densities of the mean Jacobian per layer, central 99% of all values (dotted: 1)")
+save(fig, "density")

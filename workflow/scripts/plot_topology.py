@@ -6,9 +6,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from crosslayer.dynamics.plots import plot_unit_coupling
+from crosslayer.dynamics.statistics import jacobian_column_norms, participation_tails
 from crosslayer.plotting import depth_colors, format_step, plot_depth_profile, save_png_and_pdf, step_grid
 
 model, steps, method, dpi = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.method,
@@ -96,3 +99,25 @@ colorbar = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(-0.5, n_layers - 0.5
 colorbar.ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
 fig.suptitle(f"{model}: rate-level topology–dynamics coupling ({method})")
 save(fig, "rate")
+
+# 5. per-unit view of the boundary coupling (Fig. 7a): column norm against participation at one layer, the
+# layer with the largest |Cohen's d| at the last checkpoint (significant layers first), for every checkpoint
+last = layers[steps[-1]]
+candidates = last[last["significant"].astype(bool)] if last["significant"].astype(bool).any() else last
+layer = int(candidates["cohens_d"].abs().idxmax())
+fig, axes = step_grid(len(steps))
+for ax, step, partitions_path, jacobians_path in zip(axes, steps, snakemake.input.partitions,
+                                                     snakemake.input.jacobians):
+    with np.load(partitions_path) as npz:
+        m = list(npz["methods"]).index(method)
+        participation = npz["participation"][m, 2 * layer]  # block l's input snapshot
+    with np.load(jacobians_path) as npz:
+        norms = jacobian_column_norms(npz["mean"][layer].astype(np.float64))
+    bottom, top = participation_tails(participation, tail=snakemake.params.tail)
+    plot_unit_coupling(ax, participation, norms, bottom, top)
+    row = layers[step].loc[layer]
+    ax.set_title(f"step {format_step(step)}, layer {layer}: d = {row['cohens_d']:.2f}, q = {row['q_boundary']:.2g}",
+                 fontsize="medium")
+axes[0].legend(frameon=False, fontsize="x-small")
+fig.suptitle(f"{model}: Jacobian column norm of every unit against its participation ({method})")
+save(fig, "units")

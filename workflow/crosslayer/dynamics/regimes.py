@@ -3,7 +3,7 @@ statistics. NumPy and pandas only, so table jobs need no torch."""
 
 import numpy as np
 
-__all__ = ["PAPER_BOUNDARIES", "REGIMES", "depth_regimes", "regime_summary"]
+__all__ = ["PAPER_BOUNDARIES", "REGIMES", "depth_regimes", "regime_summary", "minimum_layer"]
 
 PAPER_BOUNDARIES = (5, 20)  # 32 layers: early 0-4, mid 5-19, late 20-31
 REGIMES = ("early", "mid", "late")
@@ -78,3 +78,26 @@ def regime_summary(stats, regimes):
     summary["n_layers"] = grouped.size()
     order = [r for r in REGIMES if r in summary.index]
     return summary.loc[order]
+
+
+def minimum_layer(values):
+    """The layer where a per-layer statistic is smallest (paper 004's Table 2 "min layer" of
+    self-alignment).
+
+    Parameters
+    ----------
+    values : (L,) array_like
+        One value per layer, in depth order; NaNs are skipped.
+
+    Returns
+    -------
+    layer : int
+        First index of the minimum, in [0, L).
+    value : float
+        The minimum.
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 1 or values.size == 0 or np.isnan(values).all():
+        raise ValueError(f"`values` must be 1-D with at least one non-NaN value, got shape {values.shape}")
+    layer = int(np.nanargmin(values))
+    return layer, float(values[layer])

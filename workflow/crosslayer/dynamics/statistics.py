@@ -37,7 +37,8 @@ from crosslayer.stats.permutation import (
 
 __all__ = [
     "NULL_CHUNK_BYTES", "community_basis", "mesoscale_operator", "variance_captured", "mesoscale_top_singular",
-    "random_partition_null", "mesoscale_test", "jacobian_column_norms", "boundary_coupling", "rate_level_coupling",
+    "random_partition_null", "mesoscale_test", "jacobian_column_norms", "participation_tails", "boundary_coupling",
+    "rate_level_coupling",
 ]
 
 NULL_CHUNK_BYTES = 32 * 2**20  # random partitions: wide GEMMs run faster
@@ -246,6 +247,48 @@ def jacobian_column_norms(J):
     return np.sqrt(np.einsum("ij,ij->j", J, J))
 
 
+def participation_tails(participation, *, tail=0.10):
+    """The bottom (core) and top (boundary) participation tails of Test 3.
+
+    Units with a participation coefficient (NaN = isolated unit: left out) are ordered by
+    ascending participation with a stable sort; the bottom tail is the first
+    ``k = floor(tail * n_valid)`` of that order and the top tail the last k (ties at a cutoff
+    broken by unit index; the tails never overlap).
+
+    Parameters
+    ----------
+    participation : (d,) array_like
+        Participation coefficient per unit; NaN for isolated units.
+    tail : float, default=0.10
+        Fraction in (0, 0.5].
+
+    Returns
+    -------
+    bottom, top : (k,) int64 ndarray
+        Unit indices of each tail, ascending (unit order).
+
+    Raises
+    ------
+    ValueError
+        When a tail would hold fewer than 2 units.
+    """
+    part = check_vector("participation", participation, allow_nan=True)
+    if isinstance(tail, bool) or not isinstance(tail, (int, float, np.floating)) or not 0 < tail <= 0.5:
+        raise ValueError(f"`tail` must be a fraction in (0, 0.5], got {tail!r}")
+    valid = np.flatnonzero(~np.isnan(part))
+    n_valid = valid.size
+    k = math.floor(tail * n_valid + 1e-9)  # 0.1 * 30 must give 3 despite rounding
+    if k < 2:
+        raise ValueError(
+            f"each participation tail needs at least 2 units, but tail={tail} of the {n_valid} units with a"
+            f" participation coefficient gives {k}; use a larger `tail` (at least {2 / max(n_valid, 1):.3g})"
+            " or more units with a participation coefficient")
+    order = valid[np.argsort(part[valid], kind="stable")]
+    # each tail in unit order: the permutation stream then does not depend on how ties in
+    # participation were ordered inside a tail
+    return np.sort(order[:k]), np.sort(order[n_valid - k:])
+
+
 def boundary_coupling(column_norms, participation, *, tail=0.10, n_permutations=5000, seed=0,
                       chunk_bytes=PERMUTATION_CHUNK_BYTES):
     """Are boundary units (high participation) amplified more than core units (Test 3)?
@@ -291,20 +334,10 @@ def boundary_coupling(column_norms, participation, *, tail=0.10, n_permutations=
                          f" and {part.size}")
     if isinstance(tail, bool) or not isinstance(tail, (int, float, np.floating)) or not 0 < tail <= 0.5:
         raise ValueError(f"`tail` must be a fraction in (0, 0.5], got {tail!r}")
-    valid = np.flatnonzero(~np.isnan(part))
-    if np.isnan(norms[valid]).any():
+    if np.isnan(norms[~np.isnan(part)]).any():
         raise ValueError("`column_norms` is NaN for units that have a participation coefficient")
-    n_valid = valid.size
-    k = math.floor(tail * n_valid + 1e-9)  # 0.1 * 30 must give 3 despite rounding
-    if k < 2:
-        raise ValueError(
-            f"each participation tail needs at least 2 units, but tail={tail} of the {n_valid} units with a"
-            f" participation coefficient gives {k}; use a larger `tail` (at least {2 / max(n_valid, 1):.3g})"
-            " or more units with a participation coefficient")
-    order = valid[np.argsort(part[valid], kind="stable")]
-    # each tail in unit order: the permutation stream then does not depend on how ties in
-    # participation were ordered inside a tail
-    bottom, top = np.sort(order[:k]), np.sort(order[n_valid - k:])
+    bottom, top = participation_tails(part, tail=tail)
+    k, n_valid = bottom.size, int((~np.isnan(part)).sum())
     result = permutation_test(norms[top], norms[bottom], "cohens_d", n_permutations=n_permutations, seed=seed,
                               alternative="two-sided", chunk_bytes=chunk_bytes)
     return {

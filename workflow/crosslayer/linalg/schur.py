@@ -175,8 +175,11 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
     result : dict
         ``"alphas"``: (A,) ndarray;
         ``"dose"``: (A, L) effective rank of ``J_{l->L}`` per alpha and start layer;
-        ``"dose_log_frobenius"``: (A, L);
-        ``"control_a"``, ``"control_b"``: (draws, A, L) effective ranks.
+        ``"dose_log_frobenius"``: (A, L) natural log of ``||J_{l->L}||_F`` of the (truncated)
+        product, the transient amplification of paper 004's Fig. 5;
+        ``"control_a"``, ``"control_b"``: (draws, A, L) effective ranks;
+        ``"control_a_log_frobenius"``, ``"control_b_log_frobenius"``: (draws, A, L) their log
+        Frobenius norms.
 
     Notes
     -----
@@ -230,7 +233,8 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
     ctrl_a = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
     ctrl_b = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
     out = {m: {"alphas": alphas, "dose": np.empty((A, L)), "dose_log_frobenius": np.empty((A, L)),
-               "control_a": np.empty((draws, A, L)), "control_b": np.empty((draws, A, L))} for m in modes}
+               **{key: np.empty((draws, A, L)) for key in ("control_a", "control_b", "control_a_log_frobenius",
+                                                           "control_b_log_frobenius")}} for m in modes}
     schur_bases, haar_bases = {}, {}  # the later layer's Q per mode and W per draw
     for layer in range(L - 1, -1, -1):
         last = layer == L - 1
@@ -262,10 +266,11 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
                 c_w = haar[j][1]
                 for i, alpha in enumerate(alphas):
                     a, b = ctrl_a[mode][j][i], ctrl_b[mode][j][i]
-                    s, _ = (a.start(triangle_svd(triangle(R, alpha), fast)) if last else
-                            a.push(c_q, triangle(R, alpha)))
+                    s, res["control_a_log_frobenius"][j, i, layer] = (
+                        a.start(triangle_svd(triangle(R, alpha), fast)) if last else a.push(c_q, triangle(R, alpha)))
                     res["control_a"][j, i, layer] = effective_rank(s, power=power)
-                    s, _ = b.start(shared[i]) if last else b.push(c_w, triangle(N, alpha))
+                    s, res["control_b_log_frobenius"][j, i, layer] = (b.start(shared[i]) if last else
+                                                                      b.push(c_w, triangle(N, alpha)))
                     res["control_b"][j, i, layer] = effective_rank(s, power=power)
         haar_bases = {j: W for j, (W, _) in haar.items()}
     return out
@@ -279,16 +284,18 @@ def dose_response_table(result):
     table : pandas.DataFrame
         One row per (construction, draw, alpha, start layer): ``construction`` in
         {"dose", "control_a", "control_b"}, ``draw`` (0 for the dose), ``alpha``, ``start_layer``,
-        ``effective_rank``.
+        ``effective_rank``, ``log_frobenius`` (natural log of the product's Frobenius norm).
     """
     import pandas as pd
 
     alphas = result["alphas"]
     frames = []
     for construction in ("dose", "control_a", "control_b"):
-        values = result[construction]
-        values = values[None] if construction == "dose" else values  # (draws, A, L)
+        values, log_fro = result[construction], result[f"{construction}_log_frobenius"]
+        if construction == "dose":  # (draws, A, L)
+            values, log_fro = values[None], log_fro[None]
         draw, a, layer = np.indices(values.shape).reshape(3, -1)
         frames.append(pd.DataFrame({"construction": construction, "draw": draw, "alpha": alphas[a],
-                                    "start_layer": layer, "effective_rank": values.ravel()}))
+                                    "start_layer": layer, "effective_rank": values.ravel(),
+                                    "log_frobenius": log_fro.ravel()}))
     return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,74 @@
+"""Where the cumulative bottleneck forms (paper 004, Fig. 4b): the per-layer drop of the cumulative
+Jacobian's effective rank and its Spearman correlation, across layers, with the spectral radius of
+each layer's mean Jacobian. NumPy and SciPy only, so table jobs need no torch."""
+
+import math
+
+import numpy as np
+import scipy.stats
+
+__all__ = ["rank_drop", "radius_vs_rank_drop"]
+
+
+def rank_drop(cumulative_rank):
+    """Drop of the cumulative effective rank caused by composing each layer.
+
+    Parameters
+    ----------
+    cumulative_rank : (L,) array_like
+        Effective rank of ``J_{l->L}`` from each start layer l (``cumulative_effective_rank`` of
+        :mod:`crosslayer.dynamics.spectra`'s table), L >= 2.
+
+    Returns
+    -------
+    drop : (L - 1,) ndarray
+        ``drop[l] = erank(J_{l+1->L}) - erank(J_{l->L})`` for l = 0 .. L-2: how much prepending
+        layer l to the downstream product lowers its effective rank (negative where it raises it).
+        The last layer starts the product and has no drop.
+    """
+    r = np.asarray(cumulative_rank, dtype=float)
+    if r.ndim != 1 or r.size < 2:
+        raise ValueError(f"`cumulative_rank` must be 1-D with at least 2 layers, got shape {r.shape}")
+    return r[1:] - r[:-1]
+
+
+def radius_vs_rank_drop(spectral_radius, cumulative_rank):
+    """Spearman correlation, across layers, of the spectral radius with the cumulative-rank drop.
+
+    Parameters
+    ----------
+    spectral_radius : (L,) array_like
+        ``max |lambda|`` of each layer's mean Jacobian J (not J - I).
+    cumulative_rank : (L,) array_like
+        Effective rank of ``J_{l->L}`` per start layer.
+
+    Returns
+    -------
+    result : dict
+        ``"rho"``: Spearman's rho in [-1, 1] between ``spectral_radius[l]`` and
+        ``rank_drop(cumulative_rank)[l]`` over layers l = 0 .. L-2 (NaN when either is constant);
+        ``"p_value"``: two-sided, from Student's t with n - 2 degrees of freedom (as
+        ``scipy.stats.spearmanr``); ``"n"``: the number of layers correlated (L - 1).
+
+    Notes
+    -----
+    rho is Pearson's correlation of the average ranks; ``t = rho sqrt((n - 2) / (1 - rho^2))``.
+    Positive rho: layers with larger spectral radii cut the downstream rank more, the paper's
+    reading of the early-layer collapse.
+    """
+    radius = np.asarray(spectral_radius, dtype=float)
+    drop = rank_drop(cumulative_rank)
+    if radius.shape != (drop.size + 1,):
+        raise ValueError(f"`spectral_radius` must have shape ({drop.size + 1},) like `cumulative_rank`, "
+                         f"got {radius.shape}")
+    if not (np.isfinite(radius).all() and np.isfinite(drop).all()):
+        raise ValueError("`spectral_radius` and `cumulative_rank` must be finite")
+    x, y = scipy.stats.rankdata(radius[:-1]), scipy.stats.rankdata(drop)
+    n = drop.size
+    if n < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return {"rho": math.nan, "p_value": math.nan, "n": n}
+    rho = float(np.clip(np.corrcoef(x, y)[0, 1], -1.0, 1.0))
+    if abs(rho) == 1.0:
+        return {"rho": rho, "p_value": 0.0, "n": n}
+    t = rho * math.sqrt((n - 2) / (1 - rho**2))
+    return {"rho": rho, "p_value": float(2 * scipy.stats.t.sf(abs(t), n - 2)), "n": n}
