@@ -29,7 +29,7 @@ def config_with(**model):
                      "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
         "continuity": {"activate": True, "pca_components": 3},
         "toy": {"activate": True, "runs": {}, "data": {"source": "package", "directory": None}},
-        "transformer_ablations": {"activate": True, "steps": 10, "train": {}, "runs": {"r": {}}},
+        "transformer_ablations": {"activate": True, "steps": 10, "checkpoints": [], "train": {}, "runs": {"r": {}}},
     }
 
 
@@ -82,7 +82,11 @@ def test_reference_step_configured_or_middle():
          r"toy\.data\.directory: needed for source torchvision"),
         ({}, {"transformer_ablations": {"activate": True, "steps": 10, "train": {"n_heads": 5}, "runs": {"r": {}}}},
          r"transformer_ablations\.train\.n_heads: 5 must divide d_model = 32"),
-        ({}, {"transformer_ablations": {"activate": True, "steps": 10, "train": {"n_layers": 3}, "runs": {"r": {}}}},
+        ({}, {"transformer_ablations": {"activate": True, "steps": 10, "checkpoints": [0, 12, 10], "train": {},
+                                        "runs": {"r": {}}}},
+         r"transformer_ablations\.checkpoints: \[12, 10\] not below transformer_ablations\.steps \(10"),
+        ({}, {"transformer_ablations": {"activate": True, "steps": 10, "checkpoints": [], "train": {"n_layers": 3},
+                                        "runs": {"r": {}}}},
          r"continuity\.pca_components: 3 must be below the 3 layers of the transformer ablations"),
         ({}, coupling(scores="/no/such/scores.csv"), r"coupling\.scores: cannot read /no/such/scores\.csv"),
         ({"source": "hub", "arch": None, "repo": "a/b", "revision": "main"}, {}, r"models\.m: .*'revision'"),
@@ -313,21 +317,23 @@ def test_toy_settings_merge_the_run_over_the_block():
     from crosslayer.config import toy_settings
 
     toy = {"activation": "relu", "residual": True, "layernorm": False, "width": 128, "depth": 16, "init_scale": None,
-           "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "batch_size": 128, "epochs": 20, "ema_betas": [0.9],
-           "runs": {"r": {"activation": "none", "init_scale": 1e-4, "epochs": 50}}}
+           "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "batch_size": 128, "epochs": 20, "ema_betas": [0.9],
+           "runs": {"r": {"activation": "none", "init_scale": 1e-4, "epochs": 50, "eps": 1.0}}}
     settings = toy_settings({"toy": toy}, "r")
     assert settings["activation"] == "none" and settings["init_scale"] == 1e-4 and settings["epochs"] == 50
-    assert settings["width"] == 128 and settings["ema_betas"] == (0.9,)
+    assert settings["width"] == 128 and settings["eps"] == 1.0 and settings["ema_betas"] == (0.9,)
 
 
 def test_ablation_settings_layer_the_run_over_the_ablations_over_the_train_block():
     from crosslayer.config import ablation_settings
 
     config = config_with()
-    config["transformer_ablations"] = {"steps": 150, "train": {"d_model": 64},
+    config["transformer_ablations"] = {"steps": 150, "checkpoints": [], "train": {"d_model": 64},
                                        "runs": {"base": {}, "nores": {"residual": False, "activation": "none"}}}
     assert ablation_settings(config, "base") == {**config["train"], "d_model": 64, "activation": "silu",
                                                  "residual": True, "norm": True, "save_steps": [150]}
+    config["transformer_ablations"]["checkpoints"] = [50, 0]
+    assert ablation_settings(config, "base")["save_steps"] == [0, 50, 150]
     nores = ablation_settings(config, "nores")
     assert (nores["residual"], nores["activation"], nores["norm"], nores["n_layers"]) == (False, "none", True, 6)
 
