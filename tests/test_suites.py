@@ -76,19 +76,32 @@ def test_coupling_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("plot_coupling") == len(models)
     scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
     assert [row.split(",")[0] for row in scores] == list(models)  # the score template names every model
-    # every output docs/coverage.md lists for paper 002 is planned, for every model of the suite
+    assert_coverage_planned("Paper 002", output, models, at_least=15)
+
+
+def assert_coverage_planned(title, output, models, *, at_least):
+    """Every output one paper's section of docs/coverage.md lists is planned by the suite's dry run
+    (`output`), for every model of the suite that takes part in the stage (`models`) at its last step."""
+    text = (ROOT / "docs" / "coverage.md").read_text()
+    section = text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
     planned = {path.strip() for line in re.findall(r"^\s+output: (.+)$", output, re.M) for path in line.split(",")}
-    listed = set(re.findall(r"`(results/[^`]+)`", coverage_section("Paper 002")))
-    assert len(listed) >= 15
+    listed = set(re.findall(r"`(results/[^`]+)`", section))
+    assert len(listed) >= at_least
     for path in listed:
         expected = {path.format(model=model, step=model_steps(entry)[-1]) for model, entry in models.items()}
         assert expected <= planned, (path, sorted(expected - planned)[:3])
 
 
-def coverage_section(title):
-    """The rows of one paper's section of docs/coverage.md."""
-    text = (ROOT / "docs" / "coverage.md").read_text()
-    return text.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+@pytest.mark.workflow
+def test_alignment_suite_builds_its_dag_offline(tmp_path):
+    suite = SUITES / "alignment.yaml"
+    models = yaml.safe_load(suite.read_text())["models"]
+    output = dry_run(tmp_path, suite)
+    jobs = planned_jobs(output)
+    checkpoints = sum(len(model_steps(entry)) for entry in models.values())
+    assert len(models) == 6 and jobs.get("mlp_alignment") == checkpoints
+    assert jobs.get("plot_alignment") == len(models) and jobs.get("alignment_table") == 1
+    assert_coverage_planned("Paper 000", output, models, at_least=12)
 
 
 @pytest.mark.workflow
@@ -109,6 +122,8 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     trainings = [block for block in output.split("\nrule ")[1:] if block.startswith("train_ablation:")]
     assert len(trainings) == 6 and all("gpu=1" in block for block in trainings)  # trained on the GPU
     assert not {"block_coupling", "block_jacobians", "train_model"} & set(jobs)  # the other papers' stages are off
+    assert_coverage_planned("Paper 003", output, {m: e for m, e in models.items() if "continuity" in
+                                                  e.get("analyses", ["continuity"])}, at_least=15)
 
 
 @pytest.mark.workflow
