@@ -235,7 +235,7 @@ def test_infomap_restores_igraph_default_generator():
 
 def test_detect_communities_rejects_unknown_method():
     graph, _ = planted_graph(0)
-    with pytest.raises(ValueError, match="signed_cpm, modularity, infomap; got 'louvain'"):
+    with pytest.raises(ValueError, match="infomap, signed_modularity, signed_rb; got 'louvain'"):
         C.detect_communities(graph, "louvain")
 
 

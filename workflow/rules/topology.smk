@@ -37,6 +37,8 @@ rule detect_communities:
         seeds=TOPOLOGY["seeds"],
         resolution_pos=TOPOLOGY["resolution_pos"],
         resolution_neg=TOPOLOGY["resolution_neg"],
+        rb_resolution_pos=TOPOLOGY["rb_resolution_pos"],
+        rb_resolution_neg=TOPOLOGY["rb_resolution_neg"],
     script:
         "../scripts/detect_communities.py"
 

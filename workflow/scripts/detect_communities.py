@@ -18,6 +18,8 @@ memberships, participation, summary = checkpoint_communities(
     seeds=params.seeds,
     resolution_pos=params.resolution_pos,
     resolution_neg=params.resolution_neg,
+    rb_resolution_pos=params.rb_resolution_pos,
+    rb_resolution_neg=params.rb_resolution_neg,
     progress=lambda work: tqdm(work, desc="method x snapshot", unit="partition"),
 )
 np.savez(snakemake.output.partitions, memberships=memberships, participation=participation,

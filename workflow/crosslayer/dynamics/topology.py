@@ -21,6 +21,7 @@ from crosslayer.dynamics.statistics import (
 )
 from crosslayer.models.snapshots import snapshot_name
 from crosslayer.stats.communities import (
+    METHOD_LABELS,
     METHODS,
     community_sizes,
     detect_communities,
@@ -62,7 +63,7 @@ def snapshot_graphs(acts, *, k=10, progress=None):
 
 
 def checkpoint_communities(graphs, *, methods=METHODS, seeds=(0, 1, 2), resolution_pos=0.05, resolution_neg=0.05,
-                           progress=None):
+                           rb_resolution_pos=1.0, rb_resolution_neg=1.0, progress=None):
     """Partitions of every snapshot graph by every method, and their summary.
 
     The partition analysed downstream is the one from the first seed; the others only measure
@@ -84,7 +85,8 @@ def checkpoint_communities(graphs, *, methods=METHODS, seeds=(0, 1, 2), resoluti
     memberships = np.empty((M, S, d), dtype=np.int64)
     participation = np.empty((M, S, d))
     rows = []
-    kw = {"resolution_pos": resolution_pos, "resolution_neg": resolution_neg}
+    kw = {"resolution_pos": resolution_pos, "resolution_neg": resolution_neg,
+          "rb_resolution_pos": rb_resolution_pos, "rb_resolution_neg": rb_resolution_neg}
     work = [(m, s) for m in range(M) for s in range(S)]
     for m, s in progress(work) if progress else work:
         method, graph = methods[m], graphs[s]
@@ -204,7 +206,9 @@ def topology_summary(table, self_alignment, next_nmi, *, n_permutations=10000, s
 
 def method_comparison(rows):
     """The paper's Table 1 shape from :func:`topology_summary` rows tagged with ``model``,
-    ``step`` and ``method``: one row per (model, step, method)."""
+    ``step`` and ``method``: one row per (model, step, method), with ``label``, the method as the
+    paper's table names it (:data:`crosslayer.stats.communities.METHOD_LABELS`), last."""
     columns = ["model", "step", "method", "frac_significant", "n_significant", "n_layers", "median_abs_d",
                "median_excess", "frac_mesoscale"]
-    return pd.DataFrame(rows)[columns].sort_values(["model", "step", "method"]).reset_index(drop=True)
+    table = pd.DataFrame(rows)[columns].sort_values(["model", "step", "method"]).reset_index(drop=True)
+    return table.assign(label=table["method"].map(METHOD_LABELS))

@@ -11,7 +11,16 @@ Detectors (:data:`METHODS`, dispatched by :func:`detect_communities`):
 * ``"signed_cpm"``: signed Leiden CPM, the paper's backbone. The positive and negative layers
   (:func:`crosslayer.stats.graphs.signed_subgraphs`) are optimised jointly with layer weights +1 / -1;
 * ``"modularity"``: unsigned Leiden modularity on ``|w|``;
-* ``"infomap"``: igraph's InfoMap on ``|w|``.
+* ``"infomap"``: igraph's InfoMap on ``|w|``;
+* ``"signed_modularity"``: signed Leiden modularity, ``ModularityVertexPartition`` on the
+  positive and negative layers with layer weights +1 / -1 (leidenalg's recipe for negative links);
+* ``"signed_rb"``: signed Leiden with the configuration null (``RBConfigurationVertexPartition``,
+  Reichardt-Bornholdt; Traag & Bruggeman 2009) at resolutions gamma+ / gamma-, layer weights
+  +1 / -1.
+
+Paper 004's Table 1 compares InfoMap and three signed Leiden quality functions; :data:`METHOD_LABELS`
+names each method as the tables show it. :func:`signed_quality` is the objective a signed method
+maximises, as leidenalg computes it.
 
 Partition statistics: community sizes, the number of non-degenerate (non-singleton)
 communities, normalized mutual information between two partitions, seed stability, and the
@@ -32,8 +41,13 @@ from crosslayer.stats.graphs import signed_subgraphs
 
 __all__ = [
     "METHODS",
+    "SIGNED_METHODS",
+    "METHOD_LABELS",
     "canonical_membership",
     "signed_leiden",
+    "signed_leiden_modularity",
+    "signed_leiden_rb",
+    "signed_quality",
     "leiden_modularity",
     "infomap",
     "detect_communities",
@@ -44,7 +58,19 @@ __all__ = [
     "participation_coefficient",
 ]
 
-METHODS = ("signed_cpm", "modularity", "infomap")
+METHODS = ("signed_cpm", "modularity", "infomap", "signed_modularity", "signed_rb")
+
+#: The methods optimised as a signed multiplex (positive layer +1, negative layer -1).
+SIGNED_METHODS = ("signed_cpm", "signed_modularity", "signed_rb")
+
+#: How paper 004's Table 1 (and ``method_comparison.tsv``) names each method.
+METHOD_LABELS = {
+    "signed_cpm": "signed Leiden CPM",
+    "signed_modularity": "signed Leiden (modularity)",
+    "signed_rb": "signed Leiden (RB configuration)",
+    "modularity": "Leiden modularity (|w|)",
+    "infomap": "InfoMap",
+}
 
 
 # --------------------------------------------------------------------------- validation
@@ -171,6 +197,144 @@ def signed_leiden(graph, *, resolution_pos=0.05, resolution_neg=0.05, seed=0, n_
     return canonical_membership(layers[0].membership)
 
 
+def _signed_layers(graph, method, membership=None, *, resolution_pos=0.05, resolution_neg=0.05,
+                   rb_resolution_pos=1.0, rb_resolution_neg=1.0):
+    """The leidenalg partitions of the positive and negative layers of a signed method, with their
+    layer weights (+1, -1). A layer without edges adds nothing to any of these qualities and is left
+    out (modularity is undefined on it), except in CPM, whose layers are always both kept."""
+    G_pos, G_neg = signed_subgraphs(graph)
+    kw = {} if membership is None else {"initial_membership": [int(c) for c in membership]}
+    layers, weights = [], []
+    for G, sign, gamma_cpm, gamma_rb in ((G_pos, 1, resolution_pos, rb_resolution_pos),
+                                         (G_neg, -1, resolution_neg, rb_resolution_neg)):
+        w = G.es["weight"] if G.ecount() else None
+        if method == "signed_cpm":
+            layers.append(leidenalg.CPMVertexPartition(G, weights=w, resolution_parameter=float(gamma_cpm), **kw))
+        elif not G.ecount():
+            continue
+        elif method == "signed_modularity":
+            layers.append(leidenalg.ModularityVertexPartition(G, weights=w, **kw))
+        else:
+            layers.append(leidenalg.RBConfigurationVertexPartition(G, weights=w, resolution_parameter=float(gamma_rb),
+                                                                   **kw))
+        weights.append(sign)
+    return layers, weights
+
+
+def _check_resolutions(**resolutions):
+    for name, value in resolutions.items():
+        if not np.isfinite(value) or value < 0:
+            raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}")
+
+
+def _optimise_signed(graph, method, seed, n_iterations, **resolutions):
+    _check_graph(graph)
+    _check_resolutions(**resolutions)
+    seed, n_iterations = _igraph_seed(seed), _check_iterations(n_iterations)
+    w = _abs_weights(graph)  # NaN/inf check
+    if not w.sum() > 0:
+        raise ValueError(f"`graph` has no edge of non-zero weight: {method} is undefined")
+    layers, weights = _signed_layers(graph, method, **resolutions)
+    optimiser = leidenalg.Optimiser()
+    optimiser.set_rng_seed(seed)
+    optimiser.optimise_partition_multiplex(layers, layer_weights=weights, n_iterations=n_iterations)
+    return canonical_membership(layers[0].membership)
+
+
+def signed_leiden_modularity(graph, *, seed=0, n_iterations=-1):
+    """Signed Leiden modularity: the positive and negative layers' modularities, +1 / -1.
+
+    Parameters
+    ----------
+    graph : igraph.Graph
+        Undirected, signed edge attribute ``"weight"``, at least one non-zero edge.
+    seed : int, default=0
+    n_iterations : int, default=-1
+        Negative runs until stable.
+
+    Returns
+    -------
+    membership : (d,) int64 ndarray
+        Canonical.
+
+    Notes
+    -----
+    ``optimise_partition_multiplex`` over ``ModularityVertexPartition(G_pos, w)`` and
+    ``ModularityVertexPartition(G_neg, |w|)`` with layer weights ``[1, -1]`` maximises
+
+        Q = Q+ - Q-,   Q+- = 1/(2 m+-) sum_ij (A+-_ij - k+-_i k+-_j / (2 m+-)) delta(c_i, c_j)
+
+    (each layer's modularity with its own total weight m+- and strengths k+-): positive weight
+    inside communities beyond its configuration-model expectation, and negative weight inside
+    them below its own. A graph without negative edges reduces to unsigned modularity of the
+    positive layer.
+    """
+    return _optimise_signed(graph, "signed_modularity", seed, n_iterations)
+
+
+def signed_leiden_rb(graph, *, resolution_pos=1.0, resolution_neg=1.0, seed=0, n_iterations=-1):
+    """Signed Leiden with the configuration null at resolutions gamma+ / gamma-
+    (Reichardt-Bornholdt; Traag & Bruggeman 2009).
+
+    Parameters
+    ----------
+    graph : igraph.Graph
+        Undirected, signed edge attribute ``"weight"``, at least one non-zero edge.
+    resolution_pos, resolution_neg : float, default=1.0
+        gamma+ and gamma- (>= 0); 1 / 1 weighs every expectation as modularity does.
+    seed : int, default=0
+    n_iterations : int, default=-1
+
+    Returns
+    -------
+    membership : (d,) int64 ndarray
+        Canonical.
+
+    Notes
+    -----
+    ``RBConfigurationVertexPartition`` layers with layer weights ``[1, -1]`` maximise
+
+        Q = sum_ij [(A+_ij - gamma+ k+_i k+_j / (2 m+)) - (A-_ij - gamma- k-_i k-_j / (2 m-))] delta(c_i, c_j),
+
+    the unnormalised signed modularity: unlike ``"signed_modularity"`` the two layers are not
+    divided by their own total weight, so the layer with more weight counts more.
+    """
+    _check_resolutions(resolution_pos=resolution_pos, resolution_neg=resolution_neg)  # named as the caller names them
+    return _optimise_signed(graph, "signed_rb", seed, n_iterations, rb_resolution_pos=resolution_pos,
+                            rb_resolution_neg=resolution_neg)
+
+
+def signed_quality(graph, membership, method, *, resolution_pos=0.05, resolution_neg=0.05, rb_resolution_pos=1.0,
+                   rb_resolution_neg=1.0):
+    """The objective a signed method maximises, for a given partition, as leidenalg computes it.
+
+    Parameters
+    ----------
+    graph : igraph.Graph
+    membership : (d,) array_like of int
+    method : {"signed_cpm", "signed_modularity", "signed_rb"}
+    resolution_pos, resolution_neg : float, default=0.05
+        CPM resolutions (``"signed_cpm"``).
+    rb_resolution_pos, rb_resolution_neg : float, default=1.0
+        Configuration-null resolutions (``"signed_rb"``).
+
+    Returns
+    -------
+    quality : float
+        ``sum_layers weight * partition.quality()`` with layer weights +1 (positive layer) and -1
+        (negative layer): the value ``optimise_partition_multiplex`` increases.
+    """
+    if method not in SIGNED_METHODS:
+        raise ValueError(f"`method` must be one of {', '.join(SIGNED_METHODS)}; got {method!r}")
+    _check_graph(graph)
+    _abs_weights(graph)
+    membership = _check_membership("membership", membership, graph.vcount())
+    layers, weights = _signed_layers(graph, method, membership, resolution_pos=resolution_pos,
+                                     resolution_neg=resolution_neg, rb_resolution_pos=rb_resolution_pos,
+                                     rb_resolution_neg=rb_resolution_neg)
+    return float(sum(w * layer.quality() for layer, w in zip(layers, weights)))
+
+
 def leiden_modularity(graph, *, seed=0, n_iterations=-1):
     """Unsigned Leiden modularity on ``|w|``.
 
@@ -237,16 +401,19 @@ def infomap(graph, *, seed=0, trials=10):
     return canonical_membership(clustering.membership)
 
 
-def detect_communities(graph, method, *, seed=0, resolution_pos=0.05, resolution_neg=0.05):
+def detect_communities(graph, method, *, seed=0, resolution_pos=0.05, resolution_neg=0.05, rb_resolution_pos=1.0,
+                       rb_resolution_neg=1.0):
     """Communities by one of :data:`METHODS`.
 
     Parameters
     ----------
     graph : igraph.Graph
-    method : {"signed_cpm", "modularity", "infomap"}
+    method : {"signed_cpm", "modularity", "infomap", "signed_modularity", "signed_rb"}
     seed : int, default=0
     resolution_pos, resolution_neg : float, default=0.05
         Used by ``"signed_cpm"`` only (see :func:`signed_leiden`); ignored by the others.
+    rb_resolution_pos, rb_resolution_neg : float, default=1.0
+        Used by ``"signed_rb"`` only (see :func:`signed_leiden_rb`).
 
     Returns
     -------
@@ -259,6 +426,10 @@ def detect_communities(graph, method, *, seed=0, resolution_pos=0.05, resolution
         return leiden_modularity(graph, seed=seed)
     if method == "infomap":
         return infomap(graph, seed=seed)
+    if method == "signed_modularity":
+        return signed_leiden_modularity(graph, seed=seed)
+    if method == "signed_rb":
+        return signed_leiden_rb(graph, resolution_pos=rb_resolution_pos, resolution_neg=rb_resolution_neg, seed=seed)
     raise ValueError(f"`method` must be one of {', '.join(METHODS)}; got {method!r}")
 
 
@@ -347,7 +518,8 @@ def seed_stability(graph, method, seeds, **kw):
     seeds : sequence of int
         At least two seeds.
     **kw
-        Passed to :func:`detect_communities` (``resolution_pos``, ``resolution_neg``).
+        Passed to :func:`detect_communities` (``resolution_pos``, ``resolution_neg``,
+        ``rb_resolution_pos``, ``rb_resolution_neg``).
 
     Returns
     -------
