@@ -286,6 +286,17 @@ def test_run_metrics_draw_one_runs_metrics_with_accuracy_on_a_twin_axis(ax):
         plot_run_metrics(ax, epochs, "c", {"W.v1": "weights"})
 
 
+def test_run_scatter_one_point_per_run_with_its_spread(ax):
+    from crosslayer.continuity.plots import plot_run_scatter
+
+    final = pd.DataFrame({"run": ["x", "y", "z"], "G.erank": [12.0, 30.0, np.nan], "G.erank_sd": [1.0, np.nan, 0.0],
+                          "W.v1": [0.9, 0.2, 0.5], "W.v1_sd": [0.05, np.nan, 0.0]})
+    points = plot_run_scatter(ax, final, "G.erank", "W.v1", colors={"y": "C1", "x": "C0", "z": "C2", "absent": "C3"})
+    assert [p.get_label() for p in points] == ["y", "x"]  # no value (z) or no row (absent): not drawn
+    assert tuple(points[1].lines[0].get_xydata()[0]) == (12.0, 0.9)
+    assert [t.get_text() for t in ax.texts] == ["y", "x"] and ax.get_xlabel() == "G.erank"
+
+
 def test_run_bars_one_group_per_run_with_error_bars(ax):
     from crosslayer.continuity.plots import plot_run_bars
 

@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from crosslayer.continuity.plots import plot_run_bars, plot_run_metrics, plot_runs_over_epochs
+from crosslayer.continuity.plots import plot_run_bars, plot_run_metrics, plot_run_scatter, plot_runs_over_epochs
 from crosslayer.plotting import save_png_and_pdf
 
 runs, dpi, output, params = snakemake.params.runs, snakemake.params.dpi, snakemake.output, snakemake.params
@@ -29,11 +29,15 @@ fig.legend(*axes.flat[0].get_legend_handles_labels(), loc="outside right center"
 fig.suptitle("toy residual MLP on MNIST: continuity of adjacent layers over training (mean ± sd over seeds)")
 save_png_and_pdf(fig, output.over_epochs, dpi=dpi)
 
-# 2. the last epoch per run (paper Table 1 as bars)
-fig, ax = plt.subplots(figsize=(max(7.0, 0.75 * len(runs) + 2), 4.2), layout="constrained")
+# 2. the last epoch per run (paper Table 1 as bars); weight continuity against the gradient's rank (Fig. 13)
+fig, (ax, right) = plt.subplots(1, 2, figsize=(max(7.0, 0.75 * len(runs) + 2) + 4.5, 4.2), layout="constrained",
+                                width_ratios=[max(7.0, 0.75 * len(runs) + 2), 4.5])
 plot_run_bars(ax, final, ["G0.v1", "W.v1", "W.u1", "W.wa_v", "Gcum.v1", "accuracy"], runs=runs)
 ax.legend(fontsize="small", ncol=3, loc="upper right")
 ax.set_title("toy residual MLP, last epoch per run (mean ± sd over seeds)")
+plot_run_scatter(right, final, "G.erank", "W.v1", colors=colors)
+right.set(xlabel="effective rank of the gradient (last epoch)", ylabel="weight continuity $v_1$", ylim=(0, 1))
+right.set_title("continuity vs gradient rank (Fig. 13, this dataset)", fontsize="medium")
 save_png_and_pdf(fig, output.final, dpi=dpi)
 
 # 3. formation and drift, one panel per run, accuracy on a second axis (paper Fig. 2)

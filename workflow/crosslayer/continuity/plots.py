@@ -11,7 +11,7 @@ from crosslayer.plotting import set_step_axis
 __all__ = [
     "CONTINUITY_SPACES", "projection_colors", "plot_continuity_bars", "plot_continuity_over_training",
     "plot_adjacent_cosines", "plot_trajectory_3d", "plot_runs_over_epochs", "plot_run_bars",
-    "plot_run_metrics",
+    "plot_run_metrics", "plot_run_scatter",
 ]
 
 
@@ -209,3 +209,34 @@ def plot_run_metrics(ax, epochs, run, metrics, *, accuracy=False):
                                   label="test accuracy")[0]
         twin.set(ylim=(0, 1), ylabel="test accuracy")
     return lines, accuracy_line
+
+
+def plot_run_scatter(ax, final, x, y, *, colors):
+    """One point per run: the mean over seeds of metric `y` against metric `x`, with +- 1 sd error
+    bars where there are several seeds, labelled by run (the paper's Fig. 13: weight continuity
+    against the gradient's effective rank).
+
+    Parameters
+    ----------
+    final : DataFrame
+        :func:`crosslayer.continuity.toy_tables.final_table`.
+    colors : dict of str to colour
+        Run -> colour; runs absent from `final` or with no value are skipped.
+
+    Returns
+    -------
+    list of matplotlib.container.ErrorbarContainer
+        One per drawn run.
+    """
+    table = final.set_index("run")
+    points = []
+    for run, color in colors.items():
+        if run not in table.index or not np.isfinite([table.loc[run, x], table.loc[run, y]]).all():
+            continue
+        row = table.loc[run]
+        xerr, yerr = (np.nan_to_num(float(row.get(f"{m}_sd", np.nan))) for m in (x, y))
+        points.append(ax.errorbar(row[x], row[y], xerr=xerr, yerr=yerr, fmt="o", ms=5, color=color, label=run,
+                                  capsize=2))
+        ax.annotate(run, (row[x], row[y]), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
+    ax.set(xlabel=x, ylabel=y)
+    return points
