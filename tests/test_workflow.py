@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 import torch
 import yaml
 from hub_cache import lay_out_cache
@@ -139,6 +140,30 @@ def test_schur_surgery_and_regimes_agree_with_the_spectra(tiny_run, model):
     late = spectra[spectra["regime"] == "late"]
     assert regimes.loc[(8, "late"), "henrici"] == pytest.approx(late["henrici"].mean())
     assert regimes.loc[(8, "late"), "n_layers"] == 2 and len(regimes) == 4 * 3
+
+
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_paper004_figure_numbers_are_those_of_the_saved_arrays(tiny_run, model):
+    # Fig. 4b: scipy's Spearman of the saved spectral radii and cumulative-rank drops, every step
+    funnel = pd.read_csv(tiny_run / f"results/dynamics/{model}/radius_vs_rank_drop.tsv", sep="\t", index_col="step")
+    regimes = pd.read_csv(tiny_run / f"results/dynamics/{model}/regimes.tsv", sep="\t", index_col=["step", "regime"])
+    for step in funnel.index:
+        spectra = pd.read_csv(tiny_run / f"results/dynamics/{model}/step{step}.spectra.tsv", sep="\t",
+                              index_col="layer")
+        radius, ranks = spectra["spectral_radius"].to_numpy(), spectra["cumulative_effective_rank"].to_numpy()
+        expected = scipy.stats.spearmanr(radius[:-1], ranks[1:] - ranks[:-1])
+        assert funnel.loc[step, "rho"] == pytest.approx(expected.statistic, abs=1e-12, nan_ok=True)
+        assert funnel.loc[step, "p_value"] == pytest.approx(expected.pvalue, rel=1e-9, nan_ok=True)
+        assert funnel.loc[step, "n"] == len(spectra) - 1
+        # Table 2's min layer: argmin of the saved self-alignment, on every regime row of the step
+        rows = regimes.loc[step]
+        assert (rows["min_self_alignment_layer"] == int(np.argmin(spectra["self_alignment"]))).all()
+        assert (rows["min_self_alignment"] == spectra["self_alignment"].min()).all()
+        # Fig. 5 amplification: at alpha = 1 the dose is the trained stack, whose log Frobenius the spectra hold
+        schur = pd.read_csv(tiny_run / f"results/dynamics/{model}/step{step}.schur.tsv", sep="\t")
+        dose = schur.query("mode == 'J' and construction == 'dose' and alpha == 1").set_index("start_layer")
+        np.testing.assert_allclose(dose["log_frobenius"], spectra["cumulative_log_frobenius"], rtol=1e-8)
+        assert schur["log_frobenius"].notna().all()
 
 
 def test_communities_match_leidenalg_run_directly_on_the_stored_graphs(tiny_run):
