@@ -52,7 +52,8 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "dynamics.yaml"
     models = yaml.safe_load(suite.read_text())["models"]
     assert set(models) == {"olmo3-7b", "llama3.1-8b", "gemma4-e4b"}
-    jobs = planned_jobs(dry_run(tmp_path, suite))
+    output = dry_run(tmp_path, suite)
+    jobs = planned_jobs(output)
     checkpoints = 3 + 1 + 1  # OLMo 3 steps 0, 471k, 1.41M; Llama 3.1 and Gemma 4 E4B final
     per_checkpoint = ("download_checkpoint", "block_jacobians", "jacobian_spectra", "schur_surgery")
     assert {rule: jobs.get(rule) for rule in per_checkpoint} == dict.fromkeys(per_checkpoint, checkpoints)
@@ -60,6 +61,7 @@ def test_dynamics_suite_builds_its_dag_offline(tmp_path):
     assert "extract_activations" not in jobs  # block_jacobians writes the activations: one load each
     assert jobs.get("prepare_samples") == 1  # one WikiText-2 sample file shared by every checkpoint
     assert "train_model" not in jobs and "prepare_corpus" not in jobs  # nothing trained, no offline corpus
+    assert_coverage_planned("Paper 004", output, models, at_least=20)
 
 
 @pytest.mark.workflow

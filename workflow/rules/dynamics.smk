@@ -136,9 +136,8 @@ rule plot_dynamics:
         samples=figure("dynamics", "sample_spectra", "dynamics_sample_spectra"),
         eigenvalues=figure("dynamics", "eigenvalues", "dynamics_eigenvalues"),
         cumulative=figure("dynamics", "cumulative_rank", "dynamics_cumulative_rank"),
-        # Figs 2/S2 and S1 (no report captions yet: plain outputs)
-        regimes="results/figures/dynamics/{model}.regimes.png",
-        density="results/figures/dynamics/{model}.eigenvalue_density.png",
+        regimes=figure("dynamics", "regimes", "dynamics_regimes"),
+        density=figure("dynamics", "eigenvalue_density", "dynamics_eigenvalue_density"),
         pdfs=expand(
             "results/figures/dynamics/{{model}}.{name}.pdf",
             name=DYNAMICS_FIGURES,

@@ -109,7 +109,7 @@ rule plot_topology:
         boundary=figure("topology", "boundary_coupling", "topology_boundary"),
         mesoscale=figure("topology", "mesoscale", "topology_mesoscale"),
         rate=figure("topology", "rate_coupling", "topology_rate"),
-        units="results/figures/topology/{model}.unit_coupling.png",  # Fig. 7a (no report caption yet)
+        units=figure("topology", "unit_coupling", "topology_unit_coupling"),
         pdfs=expand(
             "results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES
         ),
