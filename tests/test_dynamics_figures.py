@@ -19,7 +19,8 @@ from crosslayer.dynamics.plots import (
     plot_unit_coupling,
 )
 from crosslayer.dynamics.regimes import depth_regimes, minimum_layer
-from crosslayer.dynamics.spectra import eigenvalue_density, spectral_profile
+from crosslayer.dynamics.densities import eigenvalue_density
+from crosslayer.dynamics.spectra import spectral_profile
 from crosslayer.dynamics.statistics import boundary_coupling, jacobian_column_norms, participation_tails
 
 

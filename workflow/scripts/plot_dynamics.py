@@ -19,7 +19,7 @@ from crosslayer.dynamics.plots import (
     plot_regime_bands,
 )
 from crosslayer.dynamics.regimes import REGIMES
-from crosslayer.dynamics.spectra import eigenvalue_density
+from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi

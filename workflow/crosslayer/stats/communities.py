@@ -18,9 +18,8 @@ Detectors (:data:`METHODS`, dispatched by :func:`detect_communities`):
   Reichardt-Bornholdt; Traag & Bruggeman 2009) at resolutions gamma+ / gamma-, layer weights
   +1 / -1.
 
-Paper 004's Table 1 compares InfoMap and three signed Leiden quality functions; :data:`METHOD_LABELS`
-names each method as the tables show it. :func:`signed_quality` is the objective a signed method
-maximises, as leidenalg computes it.
+:data:`METHOD_LABELS` names each method as paper 004's Table 1 does; :func:`signed_quality` is the
+objective a signed method maximises, as leidenalg computes it.
 
 Partition statistics: community sizes, the number of non-degenerate (non-singleton)
 communities, normalized mutual information between two partitions, seed stability, and the
