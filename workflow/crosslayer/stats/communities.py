@@ -178,22 +178,8 @@ def signed_leiden(graph, *, resolution_pos=0.05, resolution_neg=0.05, seed=0, n_
     penalises large positive-only communities, take ``resolution_neg < resolution_pos`` (e.g.
     0.05 / 0).
     """
-    _check_graph(graph)
-    for name, value in (("resolution_pos", resolution_pos), ("resolution_neg", resolution_neg)):
-        if not np.isfinite(value) or value < 0:
-            raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}")
-    seed, n_iterations = _igraph_seed(seed), _check_iterations(n_iterations)
-    _abs_weights(graph)  # NaN/inf check
-    G_pos, G_neg = signed_subgraphs(graph)
-    layers = [
-        leidenalg.CPMVertexPartition(G, weights=G.es["weight"] if G.ecount() else None,
-                                     resolution_parameter=float(gamma))
-        for G, gamma in ((G_pos, resolution_pos), (G_neg, resolution_neg))
-    ]
-    optimiser = leidenalg.Optimiser()
-    optimiser.set_rng_seed(seed)
-    optimiser.optimise_partition_multiplex(layers, layer_weights=[1, -1], n_iterations=n_iterations)
-    return canonical_membership(layers[0].membership)
+    return _optimise_signed(graph, "signed_cpm", seed, n_iterations, resolution_pos=resolution_pos,
+                            resolution_neg=resolution_neg)
 
 
 def _signed_layers(graph, method, membership=None, *, resolution_pos=0.05, resolution_neg=0.05,
@@ -231,7 +217,7 @@ def _optimise_signed(graph, method, seed, n_iterations, **resolutions):
     _check_resolutions(**resolutions)
     seed, n_iterations = _igraph_seed(seed), _check_iterations(n_iterations)
     w = _abs_weights(graph)  # NaN/inf check
-    if not w.sum() > 0:
+    if method != "signed_cpm" and not w.sum() > 0:  # CPM of no edge is defined: every unit alone
         raise ValueError(f"`graph` has no edge of non-zero weight: {method} is undefined")
     layers, weights = _signed_layers(graph, method, **resolutions)
     optimiser = leidenalg.Optimiser()
