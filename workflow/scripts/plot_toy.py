@@ -11,7 +11,8 @@ import pandas as pd
 from crosslayer.continuity.plots import plot_run_bars, plot_run_metrics, plot_run_scatter, plot_runs_over_epochs
 from crosslayer.plotting import save_png_and_pdf
 
-runs, dpi, output, params = snakemake.params.runs, snakemake.params.dpi, snakemake.output, snakemake.params
+params, output = snakemake.params, snakemake.output
+runs, dpi = params.runs, params.dpi
 epochs = pd.read_csv(snakemake.input.epochs, sep="\t")
 final = pd.read_csv(snakemake.input.final, sep="\t")
 cmap = plt.get_cmap("tab20")
@@ -30,8 +31,9 @@ fig.suptitle("toy residual MLP on MNIST: continuity of adjacent layers over trai
 save_png_and_pdf(fig, output.over_epochs, dpi=dpi)
 
 # 2. the last epoch per run (paper Table 1 as bars); weight continuity against the gradient's rank (Fig. 13)
-fig, (ax, right) = plt.subplots(1, 2, figsize=(max(7.0, 0.75 * len(runs) + 2) + 4.5, 4.2), layout="constrained",
-                                width_ratios=[max(7.0, 0.75 * len(runs) + 2), 4.5])
+bars_width = max(7.0, 0.75 * len(runs) + 2)
+fig, (ax, right) = plt.subplots(1, 2, figsize=(bars_width + 4.5, 4.2), layout="constrained",
+                                width_ratios=[bars_width, 4.5])
 plot_run_bars(ax, final, ["G0.v1", "W.v1", "W.u1", "W.wa_v", "Gcum.v1", "accuracy"], runs=runs)
 ax.legend(fontsize="small", ncol=3, loc="upper right")
 ax.set_title("toy residual MLP, last epoch per run (mean ± sd over seeds)")
@@ -55,13 +57,13 @@ save_png_and_pdf(fig, output.drift, dpi=dpi)
 # 4. gradient continuity precedes weight continuity; which gradient average the weights follow (paper Fig. 12)
 run = params.ema_run if params.ema_run in runs else runs[0]
 fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
-lines, _ = plot_run_metrics(left, epochs, run, {"G.v1": "gradient $v_1$", "W.v1": "weights $v_1$"})
+plot_run_metrics(left, epochs, run, {"G.v1": "gradient $v_1$", "W.v1": "weights $v_1$"})
 left.set(title=f"{run}: continuity", ylabel="continuity")
 left.legend(fontsize="small")
 stacks = {"G.align_v": "raw gradient", "Gcum.align_v": "cumulative gradient",
           **{column: f"EMA β = {column[3:-8]}" for column in epochs.columns
              if column.startswith("ema") and column.endswith(".align_v")}}
-lines, _ = plot_run_metrics(right, epochs, run, stacks)
+plot_run_metrics(right, epochs, run, stacks)
 right.set(title=f"{run}: alignment of $v_1$(W) with each gradient's $v_1$", ylabel="mean$_l$ |cos|")
 right.legend(fontsize="small")
 save_png_and_pdf(fig, output.ema_alignment, dpi=dpi)

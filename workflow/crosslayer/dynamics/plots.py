@@ -120,7 +120,7 @@ def plot_layer_density(ax, density, edges, *, cmap="magma", reference=None):
     Parameters
     ----------
     density : (L, B) array_like
-        From :func:`crosslayer.dynamics.spectra.eigenvalue_density`.
+        From :func:`crosslayer.dynamics.densities.eigenvalue_density`.
     edges : (B + 1,) array_like
     reference : float, optional
         A dotted vertical line (|λ| = 1, Re λ = 1: the identity's eigenvalue).
