@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.dynamics.funnel import radius_vs_rank_drop, rank_drop
 from crosslayer.dynamics.plots import (
     REGIME_COLORS,
@@ -19,7 +20,6 @@ from crosslayer.dynamics.plots import (
     plot_unit_coupling,
 )
 from crosslayer.dynamics.regimes import depth_regimes, minimum_layer
-from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.dynamics.spectra import spectral_profile
 from crosslayer.dynamics.statistics import boundary_coupling, jacobian_column_norms, participation_tails
 

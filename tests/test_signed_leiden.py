@@ -6,11 +6,11 @@ import leidenalg
 import numpy as np
 import pandas as pd
 import pytest
+from test_communities import planted_graph
 
 from crosslayer.dynamics.topology import method_comparison
 from crosslayer.stats import communities as C
 from crosslayer.stats.graphs import _build_graph, signed_subgraphs
-from test_communities import planted_graph
 
 
 def dense_layers(graph):

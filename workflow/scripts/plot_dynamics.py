@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.dynamics.plots import (
     plot_dose_response,
     plot_eigenvalue_cloud,
@@ -19,7 +20,6 @@ from crosslayer.dynamics.plots import (
     plot_regime_bands,
 )
 from crosslayer.dynamics.regimes import REGIMES
-from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
