@@ -1,7 +1,8 @@
 # crosslayer: cross-layer geometry of transformer language models.
 # Stages: checkpoints -> weights -> alignment, continuity; prompts -> block Jacobians -> coupling, trajectories;
 # activations -> Jacobians -> spectra; correlation
-# graphs -> communities -> statistics; tables and figures -> report.
+# graphs -> communities -> statistics; every paper's adjacent-layer measures side by side (across papers);
+# tables and figures -> report.
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -28,6 +29,7 @@ include: "workflow/rules/toy.smk"
 include: "workflow/rules/ablations.smk"
 include: "workflow/rules/dynamics.smk"
 include: "workflow/rules/topology.smk"
+include: "workflow/rules/across_papers.smk"
 
 
 rule all:

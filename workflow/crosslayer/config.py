@@ -12,7 +12,7 @@ __all__ = [
     "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
-    "check_model_sizes", "read_scores", "toy_settings", "ablation_settings",
+    "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
 ]
 
 
@@ -270,6 +270,29 @@ def check_config(config, sizes=None, families=None):
         if config["continuity"]["pca_components"] >= settings["n_layers"]:
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")
+    if config["across_papers"]["activate"]:
+        across_papers_settings(config)
+
+
+def across_papers_settings(config):
+    """The ``across_papers`` block with its null defaults filled from the per-paper blocks:
+    ``projections`` from ``continuity``, ``Ks`` from ``coupling``, ``community_method`` the first of
+    ``topology.methods``; ValueError naming the key for one those stages do not compute."""
+    settings = dict(config["across_papers"])
+    for key, stage, source in (("projections", "continuity", "projections"), ("Ks", "coupling", "Ks")):
+        computed = config[stage][source]
+        if settings[key] is None:
+            settings[key] = list(computed)
+        elif missing := [v for v in settings[key] if v not in computed]:
+            raise ValueError(f"across_papers.{key}: {missing} are not computed by the {stage} stage "
+                             f"({stage}.{source}: {computed})")
+    methods = config["topology"]["methods"]
+    if settings["community_method"] is None:
+        settings["community_method"] = methods[0]
+    elif settings["community_method"] not in methods:
+        raise ValueError(f"across_papers.community_method: {settings['community_method']!r} is not one of "
+                         f"topology.methods {methods}")
+    return settings
 
 
 #: The model keys each source reads (besides source, reference_step and analyses); any other

@@ -215,13 +215,13 @@ def every_step(pattern):
     return files
 
 
-def figure(stage, name, caption, model="{model}"):
+def figure(stage, name, caption, model="{model}", category=None):
     """A figure in the report: results/figures/{stage}/{model}.{name}.png (the PDF beside it is a
-    plain output), under the stage's category and the model's subcategory."""
+    plain output), under the stage's category (or `category`) and the model's subcategory."""
     return report(
         f"results/figures/{stage}/{model}.{name}.png",
         caption=f"../report/{caption}.rst",
-        category=stage.capitalize(),
+        category=category or stage.capitalize(),
         subcategory=model if model == "{model}" else "all models",
         labels={"model": model, "figure": name.replace("_", " ")},
     )
@@ -291,6 +291,7 @@ COUPLING_FIGURES = [
 
 
 CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
+ACROSS_FIGURES = ["profiles", "correlations", "emergence"]  # see plot_across_papers
 
 TOY_FIGURES = ["over_epochs", "final", "drift", "ema_alignment"]  # see plot_toy
 
@@ -397,6 +398,23 @@ def get_final_output():
         *(
             expand("results/figures/continuity/ablations.{ext}", ext=["png", "pdf"])
             if config["transformer_ablations"]["activate"] and config["transformer_ablations"]["runs"]
+            else []
+        ),
+        *(
+            [
+                *expand(
+                    "results/figures/across_papers/{model}.{figure}.{ext}",
+                    model=MODELS,
+                    figure=ACROSS_FIGURES,
+                    ext=["png", "pdf"],
+                ),
+                *expand(
+                    "results/across_papers/{model}/emergence_order.tsv",
+                    model=MODELS,
+                ),
+                *expand("results/figures/across_papers/all_models.baseline_ratios.{ext}", ext=["png", "pdf"]),
+            ]
+            if config["across_papers"]["activate"]
             else []
         ),
         *(
