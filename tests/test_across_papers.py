@@ -9,6 +9,7 @@ import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
 from crosslayer.across import measures as read
+from crosslayer.across.catalog import Measure, catalog
 from crosslayer.across.tables import across_models, boundary_table, correlations, emergence, emergence_order
 from crosslayer.config import across_papers_settings
 from crosslayer.stats.depth_null import MIN_BOUNDARIES, depth_rearrangements, depth_spearman, profile_correlations
@@ -184,8 +185,8 @@ def planted_values(steps, n_boundaries, emerge_at, rng):
     return pd.DataFrame(rows)
 
 
-MEASURES = [read.Measure("rising", "alignment", "", ""), read.Measure("flat", "coupling", "", "", distance=True),
-            read.Measure("absent", "topology", "", "")]
+MEASURES = [Measure("rising", "alignment", "", ""), Measure("flat", "coupling", "", "", distance=True),
+            Measure("absent", "topology", "", "")]
 
 
 def test_the_boundary_table_has_value_baseline_and_ratio_per_measure():
@@ -259,7 +260,7 @@ def test_settings_default_to_what_the_stages_compute_and_name_the_key_otherwise(
     settings = across_papers_settings(config_with())
     assert settings["projections"] == ["q", "o"] and settings["Ks"] == [10, 30]
     assert settings["community_method"] == "signed_cpm"
-    assert [m.name for m in read.catalog(projections=["q"], Ks=[10])][:4] == [
+    assert [m.name for m in catalog(projections=["q"], Ks=[10])][:4] == [
         "alignment_output", "alignment_input", "continuity_q_u1", "continuity_q_v1"]
     for key, value, message in (("projections", ["v"], r"across_papers.projections: \['v'\] are not computed"),
                                 ("Ks", [50], r"across_papers.Ks: \[50\] are not computed"),

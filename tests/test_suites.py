@@ -107,6 +107,25 @@ def test_alignment_suite_builds_its_dag_offline(tmp_path):
 
 
 @pytest.mark.workflow
+def test_across_papers_suite_runs_all_four_papers_on_the_same_checkpoints(tmp_path):
+    suite = SUITES / "across_papers.yaml"
+    models = yaml.safe_load(suite.read_text())["models"]
+    output = dry_run(tmp_path, suite)
+    jobs = planned_jobs(output)
+    checkpoints = 3 * 8  # Pythia 410M, 1B, 1.4B at paper 000's eight steps, step 0 included
+    per_checkpoint = ("download_checkpoint", "mlp_alignment", "projection_continuity", "block_coupling",
+                      "block_jacobians", "detect_communities")
+    assert {rule: jobs.get(rule) for rule in per_checkpoint} == dict.fromkeys(per_checkpoint, checkpoints)
+    assert jobs.get("across_papers") == jobs.get("plot_across_papers") == len(models) == 3
+    assert jobs.get("across_papers_models") == jobs.get("plot_across_papers_models") == 1
+    assert all(0 in entry["steps"] for entry in models.values())  # the random band of the emergence table
+    assert "train_model" not in jobs and "train_toy" not in jobs
+    for block in output.split("\nrule ")[1:]:  # every checkpoint's heavy stage on the GPU
+        if block.startswith(("block_coupling:", "block_jacobians:", "projection_continuity:")):
+            assert "gpu=1" in block
+
+
+@pytest.mark.workflow
 def test_continuity_suite_builds_its_dag_offline(tmp_path):
     suite = SUITES / "continuity.yaml"
     models = yaml.safe_load(suite.read_text())["models"]
@@ -180,4 +199,5 @@ def test_a_model_takes_part_in_the_analyses_it_names_and_an_encoder_is_refused_b
     jobs = planned_jobs(dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay))
     assert jobs["mlp_alignment"] == jobs["projection_continuity"] == 2  # both models
     assert jobs["block_jacobians"] == jobs["block_coupling"] == jobs["detect_communities"] == 1  # Llama only
+    assert jobs["across_papers"] == 2  # the encoder's boundary table: alignment and continuity columns only
 

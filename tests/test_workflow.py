@@ -216,6 +216,79 @@ def test_training_moves_alignment_above_step_zero(tiny_run):
     assert means[16] > means[0]
 
 
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_the_across_papers_table_holds_the_per_paper_values(tiny_run, model):
+    """Every joined value is the per-paper result it comes from, read here from that stage's files."""
+    results, steps = tiny_run / "results", [0, 4, 8, 16]
+    table = pd.read_csv(results / f"across_papers/{model}/boundaries.tsv", sep="\t").set_index(["step", "boundary"])
+    assert list(table.index) == [(s, b) for s in steps for b in range(3)]  # 4 layers: 3 boundaries
+    adjacent = pd.read_csv(results / f"alignment/{model}/adjacent.tsv", sep="\t").set_index(["step", "boundary"])
+    baseline = pd.read_csv(results / f"alignment/{model}/baseline.tsv", sep="\t")["mean"].iloc[0]
+    np.testing.assert_array_equal(table["alignment_output"], adjacent["left"])
+    np.testing.assert_array_equal(table["alignment_input"], adjacent["right"])
+    np.testing.assert_allclose(table["alignment_input.ratio"], adjacent["right"] / baseline, rtol=1e-15)
+    depthwise = pd.read_csv(results / f"coupling/{model}/depthwise.tsv", sep="\t")
+    depthwise = depthwise[(depthwise["variant"] == "plain")].set_index(["step", "K", "layer", "other"])["coupling_mean"]
+    measures = pd.read_csv(results / f"across_papers/{model}/measures.tsv", sep="\t", dtype={"paper": str})
+    assert list(measures[measures["analysis"] == "coupling"]["measure"]) == [
+        "coupling_K3_fwd", "coupling_K3_bwd", "coupling_K8_fwd", "coupling_K8_bwd"]
+    for step in steps:
+        row = table.loc[step]
+        cont = np.load(results / f"continuity/{model}/step{step}.npz")
+        cont_table = pd.read_csv(results / f"continuity/{model}/step{step}.tsv", sep="\t").set_index("projection")
+        for p in ("q", "o", "down", "ov"):
+            np.testing.assert_array_equal(row[f"continuity_{p}_u1"], cont[f"{p}.cos_u"])
+            np.testing.assert_array_equal(row[f"continuity_{p}_v1"], cont[f"{p}.cos_v"])
+            assert (row[f"continuity_{p}_v1.baseline"] == cont_table.loc[p, "baseline_v"]).all()
+        assert row["continuity_gate_u1"].isna().all() == (model == "tiny-gelu")
+        for K in (3, 8):
+            np.testing.assert_array_equal(row[f"coupling_K{K}_fwd"], [depthwise[step, K, l, l + 1] for l in range(3)])
+            np.testing.assert_array_equal(row[f"coupling_K{K}_bwd"], [depthwise[step, K, l + 1, l] for l in range(3)])
+            np.testing.assert_allclose(row[f"coupling_K{K}_fwd.ratio"],
+                                       np.sqrt(1 - 1 / K) / -row[f"coupling_K{K}_fwd"], rtol=1e-15)
+        spectra = pd.read_csv(results / f"dynamics/{model}/step{step}.spectra.tsv", sep="\t")
+        np.testing.assert_array_equal(row["jacobian_alignment"], spectra["forward_alignment"].iloc[:-1])
+        np.testing.assert_array_equal(row["jacobian_alignment_res"], spectra["forward_alignment_res"].iloc[:-1])
+        assert list(row["regime"]) == [a if a == b else f"{a}/{b}"
+                                       for a, b in zip(spectra["regime"].iloc[:-1], spectra["regime"].iloc[1:])]
+        layers = pd.read_csv(results / f"topology/{model}/step{step}.coupling.tsv", sep="\t")
+        disruption = layers[layers["method"] == "signed_cpm"]["disruption"].iloc[:-1]
+        np.testing.assert_allclose(row["community_nmi"], 1 - disruption, atol=1e-12)
+        assert (row["community_nmi.baseline"] < row["community_nmi"]).sum() >= 2
+    # 3 boundaries are below what a rank correlation needs: every pair is there, with no number
+    correlations = pd.read_csv(results / f"across_papers/{model}/correlations.tsv", sep="\t")
+    m = int(measures["present"].sum())
+    assert m == (23 if model == "tiny-gelu" else 25)  # 2 + 7 or 8 projections x 2 + 2 K x 2 + 2 + 1
+    assert len(correlations) == 4 * m * (m - 1) // 2
+    assert (correlations["n"] == 3).all() and correlations["rho"].isna().all()
+    emergence = pd.read_csv(results / f"across_papers/{model}/emergence.tsv", sep="\t")
+    assert set(emergence["step"].dropna()) <= {4, 8, 16} and len(emergence) % 3 == 0
+    band = table.loc[0, "alignment_output"]
+    low, high = band.mean() - 3 * band.std(ddof=1), band.mean() + 3 * band.std(ddof=1)
+    first = emergence[emergence["measure"] == "alignment_output"].set_index("boundary")["step"]
+    for boundary in range(3):
+        outside = [s for s in steps[1:] if not low <= table.loc[(s, boundary), "alignment_output"] <= high]
+        assert first[boundary] == outside[0] if outside else np.isnan(first[boundary])
+
+
+def test_across_models_is_each_models_last_step_depth_mean_ratio(tiny_run):
+    models = pd.read_csv(tiny_run / "results/across_papers/models.tsv", sep="\t").set_index("model")
+    assert list(models.index) == ["tiny-gelu", "tiny-swiglu"] and (models["step"] == 16).all()
+    for model in models.index:
+        last = pd.read_csv(tiny_run / f"results/across_papers/{model}/boundaries.tsv", sep="\t").query("step == 16")
+        assert models.loc[model, "jacobian_alignment"] == pytest.approx(
+            last["jacobian_alignment"].mean() / last["jacobian_alignment.baseline"].mean())
+        assert models.loc[model, "coupling_K3_bwd"] == pytest.approx(
+            last["coupling_K3_bwd.baseline"].mean() / last["coupling_K3_bwd"].mean())
+    assert np.isnan(models.loc["tiny-gelu", "continuity_gate_v1"]) and models.loc["tiny-swiglu", "continuity_gate_v1"] > 0
+
+
+def test_changing_the_emergence_band_replans_only_the_across_papers_tables(tiny_run, tmp_path):
+    change = overlay(tmp_path / "band.yaml", "across_papers: {band_sd: 2.0}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {**ACROSS_JOBS, "all": 1}
+
+
 def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_recorded_gate(tiny_run):
     """Every gated model's step has a row; each layer's stored singular values are those of
     W_down diag(mean_gate) W_up formed in numpy from the saved safetensors (mean_gate itself is
@@ -239,9 +312,9 @@ def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_record
 
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
-    # per model: 4 alignment, 1 loss, 6 dynamics, 5 topology, 12 coupling, 4 continuity;
-    # overviews: alignment, topology, 5 coupling, 4 toy ablations, 2 transformer ablations
-    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4) + 7 + 4 + 2
+    # per model: 4 alignment, 1 loss, 6 dynamics, 5 topology, 12 coupling, 4 continuity, 3 across papers;
+    # overviews: alignment, topology, 5 coupling, 4 toy ablations, 2 transformer ablations, 1 across papers
+    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 7 + 4 + 2 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -321,6 +394,10 @@ def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
     assert any(p.suffix == ".pdf" for p in results(tiny_run)) and any(p.suffix == ".gz" for p in results(tiny_run))
 
 
+#: What a change to any per-paper result of both models re-runs downstream in the across-papers stage.
+ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1}
+
+
 def overlay(path, text):
     """A config overlay: --configfile TINY OVERLAY merges the two (--config would pass strings)."""
     path.write_text(text)
@@ -339,6 +416,7 @@ def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
         "alignment_table": 1,
         "plot_alignment": 2,
         "plot_alignment_overview": 1,
+        **ACROSS_JOBS,
         "all": 1,
     }, result.output[-3000:]
 
@@ -352,6 +430,7 @@ def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(ti
         "topology_tables": 1,
         "plot_topology": 2,
         "plot_alignment_vs_boundary": 1,
+        **ACROSS_JOBS,
         "all": 1,
     }
 
@@ -360,7 +439,7 @@ def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run
     change = overlay(tmp_path / "window.yaml", "coupling: {window: 5}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"block_coupling": 8, "summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
-                    "plot_coupling_models": 1, "all": 1}
+                    "plot_coupling_models": 1, **ACROSS_JOBS, "all": 1}
 
 
 def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):
@@ -368,7 +447,7 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"projection_continuity": 8, "summarize_continuity": 2, "continuity_table": 1,
                     "plot_continuity": 2, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
-                    "all": 1}
+                    **ACROSS_JOBS, "all": 1}
 
 
 def test_toy_ablations_are_tabulated_per_run_over_seeds(tiny_run):
@@ -592,7 +671,8 @@ def test_report_is_self_contained_with_every_figure(tiny_run):
     for name in ("tiny-gelu.pairwise.png", "adjacent_mean_all_models.png", "table1.tsv", "cascade_fit.tsv",
                  "tiny-swiglu.eigenvalues.png", "regimes.tsv", "tiny-gelu.boundary_coupling.png",
                  "all_models.alignment_vs_boundary.png", "method_comparison.tsv", "tiny-swiglu.tokenwise.png",
-                 "all_models.vs_score.png", "models.tsv", "tiny-gelu.cot.png"):
+                 "all_models.vs_score.png", "models.tsv", "tiny-gelu.cot.png", "tiny-swiglu.profiles.png",
+                 "all_models.baseline_ratios.png", "emergence_order.tsv"):
         assert name in html
     assert "mean cosine of their" in html  # the methods paragraph
 

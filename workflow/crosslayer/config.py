@@ -270,7 +270,7 @@ def check_config(config, sizes=None, families=None):
         if config["continuity"]["pca_components"] >= settings["n_layers"]:
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")
-    if config["across_papers"]["activate"]:
+    if config.get("across_papers", {}).get("activate"):
         across_papers_settings(config)
 
 
@@ -279,13 +279,14 @@ def across_papers_settings(config):
     ``projections`` from ``continuity``, ``Ks`` from ``coupling``, ``community_method`` the first of
     ``topology.methods``; ValueError naming the key for one those stages do not compute."""
     settings = dict(config["across_papers"])
-    for key, stage, source in (("projections", "continuity", "projections"), ("Ks", "coupling", "Ks")):
-        computed = config[stage][source]
+    for key, stage in (("projections", "continuity"), ("Ks", "coupling")):
+        computed = config[stage][key]
         if settings[key] is None:
             settings[key] = list(computed)
         elif missing := [v for v in settings[key] if v not in computed]:
-            raise ValueError(f"across_papers.{key}: {missing} are not computed by the {stage} stage "
-                             f"({stage}.{source}: {computed})")
+            message = f"{missing} are not computed by the {stage} stage ({stage}.{key}: {computed})"
+            raise ValueError(f"across_papers.projections: {message}" if key == "projections"
+                             else f"across_papers.Ks: {message}")
     methods = config["topology"]["methods"]
     if settings["community_method"] is None:
         settings["community_method"] = methods[0]

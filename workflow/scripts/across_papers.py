@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.across import measures as read
+from crosslayer.across.catalog import catalog as measure_catalog
 from crosslayer.across.tables import boundary_table, correlations, emergence, emergence_order
 
 params, inputs, settings = snakemake.params, snakemake.input, snakemake.params.settings
@@ -23,7 +24,7 @@ def npz(path):
         return {key: arrays[key] for key in arrays.files}
 
 
-catalog = read.catalog(projections=settings["projections"], Ks=settings["Ks"], metric=params.metric,
+catalog = measure_catalog(projections=settings["projections"], Ks=settings["Ks"], metric=params.metric,
                        community_method=settings["community_method"])
 parts, spectra = [], {step: tsv(path) for step, path in zip(steps, inputs.get("spectra", []))}
 if "alignment" in analyses:

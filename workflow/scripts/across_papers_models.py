@@ -4,7 +4,7 @@ start(snakemake)
 
 import pandas as pd
 
-from crosslayer.across.measures import Measure
+from crosslayer.across.catalog import Measure
 from crosslayer.across.tables import across_models
 
 tables = {model: pd.read_csv(path, sep="\t") for model, path in zip(snakemake.params.models, snakemake.input.boundaries)}

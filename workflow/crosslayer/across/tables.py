@@ -3,7 +3,7 @@ at every checkpoint, the step at which each measure leaves its step-0 band, and 
 depth mean of every measure as a ratio to its baseline.
 
 A ratio above 1 means more aligned than random for every measure: value / baseline, or baseline /
-value for paper 002's coupling (minus a distance, see :class:`crosslayer.across.measures.Measure`).
+value for paper 002's coupling (minus a distance, see :class:`crosslayer.across.catalog.Measure`).
 """
 
 import numpy as np
