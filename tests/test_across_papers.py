@@ -9,7 +9,7 @@ import scipy.stats
 from statsmodels.stats.multitest import multipletests
 
 from crosslayer.across import measures as read
-from crosslayer.across.catalog import Measure, catalog
+from crosslayer.across.catalog import Measure, catalog, from_legend, legend
 from crosslayer.across.tables import across_models, boundary_table, correlations, emergence, emergence_order
 from crosslayer.config import across_papers_settings
 from crosslayer.stats.depth_null import MIN_BOUNDARIES, depth_rearrangements, depth_spearman, profile_correlations
@@ -267,3 +267,15 @@ def test_settings_default_to_what_the_stages_compute_and_name_the_key_otherwise(
                                 ("community_method", "signed_rb", "across_papers.community_method: 'signed_rb'")):
         with pytest.raises(ValueError, match=message):
             across_papers_settings(config_with(**{key: value}))
+
+
+def test_the_legend_names_every_measure_and_reads_back_as_the_same_measures(tmp_path):
+    measures = catalog(projections=["q", "gate"], Ks=[10], metric="released_l2", community_method="infomap")
+    table = legend(measures, present={"alignment_output", "coupling_K10_fwd"})
+    table.to_csv(tmp_path / "measures.tsv", sep="\t", index=False)
+    back = pd.read_csv(tmp_path / "measures.tsv", sep="\t", dtype={"paper": str})
+    assert from_legend(back) == measures and back["present"].sum() == 2
+    assert list(back.set_index("measure").loc[["alignment_input", "coupling_K10_bwd", "community_nmi"], "paper"]) == [
+        "000", "002", "004"]
+    assert "no random baseline" in back.set_index("measure").loc["coupling_K10_fwd", "baseline"]
+    assert back.set_index("measure").loc["coupling_K10_fwd", "ratio"] == "baseline / value"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.across import measures as read
-from crosslayer.across.catalog import catalog as measure_catalog
+from crosslayer.across.catalog import catalog, legend
 from crosslayer.across.tables import boundary_table, correlations, emergence, emergence_order
 
 params, inputs, settings = snakemake.params, snakemake.input, snakemake.params.settings
@@ -24,7 +24,7 @@ def npz(path):
         return {key: arrays[key] for key in arrays.files}
 
 
-catalog = measure_catalog(projections=settings["projections"], Ks=settings["Ks"], metric=params.metric,
+columns = catalog(projections=settings["projections"], Ks=settings["Ks"], metric=params.metric,
                        community_method=settings["community_method"])
 parts, spectra = [], {step: tsv(path) for step, path in zip(steps, inputs.get("spectra", []))}
 if "alignment" in analyses:
@@ -43,20 +43,19 @@ if "topology" in analyses:
                                          draws=settings["baseline_draws"], seed=settings["seed"]))
 values = pd.concat(parts or [pd.DataFrame(columns=read.COLUMNS)], ignore_index=True)
 
-measures = [m for m in catalog if m.analysis in settings["measures"]]
+measures = [m for m in columns if m.analysis in settings["measures"]]
 present = set(values["measure"])
 for analysis in settings["measures"]:
     if analysis not in analyses:
         logging.warning("no %s results for %s (not among its analyses, or the stage is off): columns %s left empty",
-                        analysis, snakemake.wildcards.model, ", ".join(m.name for m in measures if m.analysis == analysis))
+                        analysis, snakemake.wildcards.model,
+                        ", ".join(m.name for m in measures if m.analysis == analysis))
 if empty := [m.name for m in measures if m.analysis in analyses and m.name not in present]:
     logging.warning("no values (the family lacks the projection, or the variant is absent): %s", ", ".join(empty))
 
 table = boundary_table(values, measures, read.depth_regimes(spectra))
 table.to_csv(snakemake.output.boundaries, sep="\t", index=False)
-pd.DataFrame([{"measure": m.name, "paper": m.paper, "analysis": m.analysis, "description": m.description,
-               "baseline": m.baseline, "ratio": "baseline / value" if m.distance else "value / baseline",
-               "present": m.name in present} for m in measures]).to_csv(snakemake.output.measures, sep="\t", index=False)
+legend(measures, present).to_csv(snakemake.output.measures, sep="\t", index=False)
 correlations(table, q=settings["fdr_q"]).to_csv(snakemake.output.correlations, sep="\t", index=False)
 if 0 not in steps:
     logging.warning("no step 0 (untrained) checkpoint: no random band, so no emergence steps")

@@ -4,11 +4,11 @@ start(snakemake)
 
 import pandas as pd
 
-from crosslayer.across.catalog import Measure
+from crosslayer.across.catalog import from_legend
 from crosslayer.across.tables import across_models
 
-tables = {model: pd.read_csv(path, sep="\t") for model, path in zip(snakemake.params.models, snakemake.input.boundaries)}
-legend = pd.concat([pd.read_csv(path, sep="\t") for path in snakemake.input.measures]).drop_duplicates("measure")
-measures = [Measure(row.measure, row.analysis, row.description, row.baseline, distance=row.ratio == "baseline / value")
-            for row in legend.itertuples()]
+models, inputs = snakemake.params.models, snakemake.input
+tables = {model: pd.read_csv(path, sep="\t") for model, path in zip(models, inputs.boundaries)}
+legends = pd.concat([pd.read_csv(path, sep="\t", dtype={"paper": str}) for path in inputs.measures])
+measures = from_legend(legends.drop_duplicates("measure"))  # every model's, in the first model's order
 across_models(tables, measures).to_csv(snakemake.output.models, sep="\t", index=False)

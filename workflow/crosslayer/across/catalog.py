@@ -1,11 +1,13 @@
 """The columns of the across-papers tables: every measure a config asks for, its paper, and where its
 random baseline comes from, so that a measure whose analysis did not run is an empty column with a
-name, not a missing one. Standard library only (the figure and across-model jobs read it).
+name, not a missing one. No numerical dependencies: the figure and across-model jobs read it.
 """
 
 from dataclasses import dataclass
 
-__all__ = ["Measure", "ANALYSIS_PAPERS", "catalog"]
+import pandas as pd
+
+__all__ = ["Measure", "ANALYSIS_PAPERS", "catalog", "legend", "from_legend"]
 
 #: The stage behind each measure family, and its paper.
 ANALYSIS_PAPERS = {"alignment": "000", "continuity": "003", "coupling": "002", "dynamics": "004",
@@ -79,3 +81,17 @@ def catalog(*, projections=(), Ks=(), metric="paper", community_method="signed_c
                 "the same partitions, one side's labels permuted: mean NMI"),
     ]
     return measures
+
+
+def legend(measures, present):
+    """``measures.tsv``: one row per measure (name, paper, analysis, description, where its baseline
+    comes from, how its ratio is taken, and whether `present`, the set of measures with values, has it)."""
+    return pd.DataFrame([{"measure": m.name, "paper": m.paper, "analysis": m.analysis, "description": m.description,
+                          "baseline": m.baseline, "ratio": "baseline / value" if m.distance else "value / baseline",
+                          "present": m.name in present} for m in measures])
+
+
+def from_legend(table):
+    """The measures of a :func:`legend` table, in its order."""
+    return [Measure(row.measure, row.analysis, row.description, row.baseline, distance=row.ratio == "baseline / value")
+            for row in table.itertuples()]
