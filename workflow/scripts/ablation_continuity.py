@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint
 from crosslayer.continuity.tables import steps_table
@@ -25,7 +26,7 @@ summary = {"erank_power": params.erank_power, "n_components": params.pca_compone
 # every saved step (a diverged run keeps those before its divergence); the npz is the last step's
 steps = [step for step in params.save_steps if (run / f"step{step}").is_dir()]
 tables = []
-for step in steps:
+for step in tqdm(steps, desc="checkpoints", unit="step"):
     manifest = {"path": str(run / f"step{step}"), "model": snakemake.wildcards.ablation, "revision": f"step{step}",
                 "step": step}
     result = continuity_checkpoint(manifest, projections=params.projections, device=params.device)

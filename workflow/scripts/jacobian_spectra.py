@@ -3,6 +3,7 @@ from _setup import start
 start(snakemake)
 
 import numpy as np
+from tqdm import tqdm
 
 from crosslayer.dynamics.regimes import depth_regimes
 from crosslayer.dynamics.spectra import spectral_profile
@@ -13,6 +14,7 @@ with np.load(snakemake.input.jacobians) as jacobians:
     table, eigenvalues = spectral_profile(
         jacobians["mean"], k=params.k, seed=params.seed, draws=params.baseline_draws,
         rank=min(params.rank, jacobians["mean"].shape[-1]),  # r = d: exact products
+        progress=lambda layers, label: tqdm(layers, desc=f"eigenvalues of {label}", unit="layer"),
     )
     # quartiles of the per-sample distributions (L, N), of J and J - I: whichever the npz holds
     # (no condition_number / condition_number_res when dynamics.condition_number is false)

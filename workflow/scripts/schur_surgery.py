@@ -4,6 +4,7 @@ start(snakemake)
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH
 from crosslayer.linalg.schur import dose_response_table, schur_dose_responses
@@ -16,6 +17,7 @@ if Js.shape[-1] >= TORCH_MIN_WIDTH:  # the running products run in torch at this
 
     torch.set_num_threads(snakemake.threads)
 results = schur_dose_responses(Js, modes=params.modes, alphas=params.alphas, rank=min(params.rank, Js.shape[-1]),
-                               draws=params.draws, seed=params.seed)  # the modes share each layer's Haar draws
+                               draws=params.draws, seed=params.seed,  # the modes share each layer's Haar draws
+                               progress=lambda layers: tqdm(layers, desc="layers (last first)", unit="layer"))
 tables = [dose_response_table(result).assign(mode=mode) for mode, result in results.items()]
 pd.concat(tables).to_csv(snakemake.output.table, sep="\t", index=False)

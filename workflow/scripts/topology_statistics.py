@@ -4,6 +4,7 @@ start(snakemake)
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from crosslayer.dynamics.topology import block_nmi, layer_statistics, topology_summary, warnings_about
 
@@ -18,7 +19,8 @@ for m, method in enumerate(partitions["methods"]):
     with warnings_about(method):
         table = layer_statistics(Js, memberships, partitions["participation"][m], n_random=params.random_partitions,
                                  tail=params.tail, n_permutations=params.permutations, q=params.fdr_q,
-                                 seed=params.seed)
+                                 seed=params.seed,
+                                 progress=lambda layers: tqdm(layers, desc=str(method), unit="layer"))
         row, rate = topology_summary(table, self_alignment, block_nmi(memberships),
                                         n_permutations=params.rate_permutations, seed=params.seed)
     rows.append({"method": method, **row})

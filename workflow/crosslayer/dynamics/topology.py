@@ -118,7 +118,7 @@ def block_nmi(memberships):
 
 
 def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10, n_permutations=5000, q=0.05,
-                     seed=0):
+                     seed=0, progress=None):
     """Tests 2 and 3 of paper 004 for every layer, one method's partitions.
 
     Parameters
@@ -131,6 +131,8 @@ def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10,
         See :func:`crosslayer.dynamics.statistics.mesoscale_test` and :func:`crosslayer.dynamics.statistics.boundary_coupling`.
     q : float
         Benjamini-Hochberg level across the layers.
+    progress : callable, optional
+        Wraps the sequence of layers (e.g. a tqdm bar).
 
     Returns
     -------
@@ -142,8 +144,9 @@ def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10,
     """
     Js = np.asarray(Js)
     rows = []
-    for layer, J in enumerate(Js):
-        membership, part = memberships[2 * layer], participation[2 * layer]
+    layers = range(len(Js))
+    for layer in progress(layers) if progress else layers:
+        J, membership, part = Js[layer], memberships[2 * layer], participation[2 * layer]
         with warnings_about(f"layer {layer}"):
             meso = mesoscale_test(J, membership, n_random=n_random, seed=seed)
             boundary = boundary_coupling(jacobian_column_norms(J), part, tail=tail, n_permutations=n_permutations,
