@@ -14,6 +14,9 @@
             offline digits: wall time and seconds per job; per-epoch metric cost; projection to
             the standard 60k training set.
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
+``jobs``    where a finished run's job-seconds go: per rule, jobs and seconds from its
+            ``benchmarks/`` files, and the seconds a fresh interpreter takes to import what the
+            rule's script imports (a fixed cost per job).
 ``jacobian`` seconds per single-token block Jacobian (paper 004) of a Llama-style (SwiGLU,
             d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
             ``torch.autograd.functional.jacobian``, the same with ``vectorize=True``,
@@ -43,6 +46,7 @@
 import argparse
 
 from bench.jacobians import SCALE_STAGES, bench_coupling, bench_jacobian, bench_scale
+from bench.jobs import bench_jobs
 from bench.topology import bench_permutation, bench_topology
 from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd, bench_toy
 
@@ -74,6 +78,8 @@ def _parser():
     toy.add_argument("--epochs", type=int, default=20)
     e2e = sub.add_parser("e2e")
     e2e.add_argument("--cores", type=int, default=2)
+    jobs = sub.add_parser("jobs")
+    jobs.add_argument("--benchmarks", default="benchmarks", help="the run's benchmarks/ directory")
     jac = sub.add_parser("jacobian")
     jac.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
     jac.add_argument("--samples", type=int, default=64)
@@ -126,6 +132,8 @@ def main(argv=None):
         bench_toy(cores=args.cores, epochs=args.epochs)
     if args.what == "e2e":
         bench_e2e(args.cores)
+    if args.what == "jobs":
+        bench_jobs(args.benchmarks)
     if args.what == "jacobian":
         bench_jacobian(dims=args.dims, samples=args.samples, styles=args.styles, threads=args.threads,
                        quick=args.quick)
