@@ -53,13 +53,6 @@ def planned_jobs(output):
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
-    return workdir
-
-
 def test_tables_hold_the_expected_rows_and_values(tiny_run):
     config = yaml.safe_load(TINY.read_text())
     steps = config["models"]["tiny-gelu"]["steps"]

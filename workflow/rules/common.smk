@@ -5,11 +5,34 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake.sourcecache import LocalSourceFile
 from snakemake.utils import validate
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow"))  # -> import crosslayer
-from crosslayer import config as cfg  # standard library only
-from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
+# This checkout's top directory: the library and the shipped prompt files are there. Not
+# workflow.basedir, which is the directory of the Snakefile Snakemake started with: another
+# workflow's when this one is its module (README, "Use it from your own workflow"). A direct run
+# keeps workflow.basedir as given, so that the input paths earlier runs recorded stay the same.
+# None for a module from a remote source (github(...)): its library is the installed package, and
+# shipped files come through Snakemake's source cache.
+if isinstance(workflow.current_basedir, LocalSourceFile):
+    WORKFLOW_ROOT = Path(str(workflow.current_basedir)).parents[1]
+    if Path(workflow.basedir).resolve() == WORKFLOW_ROOT.resolve():
+        WORKFLOW_ROOT = Path(workflow.basedir)
+    sys.path.insert(0, str(WORKFLOW_ROOT / "workflow"))  # -> import crosslayer
+else:
+    WORKFLOW_ROOT = None
+    # Scripts import their shared start, _setup.py, from beside them. Snakemake caches a remote
+    # script alone and puts its cache directory on the job's sys.path: cache _setup.py there too.
+    workflow.source_path("../scripts/_setup.py")
+try:
+    from crosslayer import config as cfg  # standard library only
+    from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
+except ImportError as err:
+    raise WorkflowError(
+        f"Cannot import the crosslayer library ({err}): used as a module from a remote source, the "
+        "workflow needs it installed at the same version, e.g. pip install "
+        "'crosslayer @ git+https://github.com/OWNER/crosslayer@TAG' (README, \"Use it from your own workflow\")"
+    ) from None
 
 validate(config, schema="../../config/schema.yaml")
 try:
@@ -269,7 +292,9 @@ def get_prompt_file():
     path = config["coupling"]["prompts"]["file"]
     if not path or Path(path).is_absolute() or Path(path).exists():
         return path or []
-    return str(Path(workflow.basedir) / path)
+    if WORKFLOW_ROOT is None:  # a module from a remote source: a local copy from the source cache
+        return workflow.source_path(f"../../{path}")
+    return str(WORKFLOW_ROOT / path)
 
 
 COUPLING_TABLES = ["steps", "depthwise", "profile", "regularity", "tokenwise"]  # see summarize_coupling

@@ -5,11 +5,8 @@ COUPLING = config["coupling"]
 PROMPTS = COUPLING["prompts"]
 
 
-# Hub datasets need the internet, so prompts are prepared where Snakemake runs, never on a node.
-localrules:
-    prepare_prompts,
-
-
+# Hub datasets need the internet, so prompts are prepared where Snakemake runs, never on a node
+# (localrule: in the rule, so that it holds under a module's renamed rules, e.g. crosslayer_*).
 rule prepare_prompts:
     input:
         text=rules.prepare_corpus.output.text if PROMPTS["corpus_paragraphs"] else [],
@@ -20,6 +17,7 @@ rule prepare_prompts:
         "logs/prepare_prompts.log",
     benchmark:
         "benchmarks/prepare_prompts.tsv"
+    localrule: True
     conda:
         "../../envs/samples.yaml"
     params:

@@ -4,11 +4,8 @@ DYNAMICS = config["dynamics"]
 SAMPLES = DYNAMICS["samples"]
 
 
-# Hub datasets need the internet, so texts are prepared where Snakemake runs, never on a node.
-localrules:
-    prepare_samples,
-
-
+# Hub datasets need the internet, so texts are prepared where Snakemake runs, never on a node
+# (localrule: in the rule, so that it holds under a module's renamed rules, e.g. crosslayer_*).
 rule prepare_samples:
     input:
         text=rules.prepare_corpus.output.text if SAMPLES["source"] == "corpus" else [],
@@ -18,6 +15,7 @@ rule prepare_samples:
         "logs/prepare_samples.log",
     benchmark:
         "benchmarks/prepare_samples.tsv"
+    localrule: True
     conda:
         "../../envs/samples.yaml"
     params:

@@ -7,11 +7,8 @@ wildcard_constraints:
     run=one_of(TOY_RUNS),
 
 
-localrules:
-    prepare_mnist,
-
-
-# A localrule: torchvision downloads on the submit host (compute nodes often have no internet).
+# A localrule: torchvision downloads on the submit host (compute nodes often have no internet);
+# set in the rule, so that it holds under a module's renamed rules, e.g. crosslayer_*.
 rule prepare_mnist:
     output:
         npz="results/toy/mnist.npz",
@@ -19,6 +16,7 @@ rule prepare_mnist:
         "logs/prepare_mnist.log",
     benchmark:
         "benchmarks/prepare_mnist.tsv"
+    localrule: True
     conda:
         "../../envs/toy.yaml"
     params:
