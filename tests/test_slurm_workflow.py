@@ -1,6 +1,7 @@
 """The workflow on a real single-node SLURM cluster, through the repository's own SLURM profile
-(edited in its two documented places) plus a small CI overlay: results equal a local run, and a
-cancelled job plus a killed Snakemake recover by re-running the same command."""
+(edited in its two documented places) plus a small CI overlay: results equal a local run, each
+checkpoint's grouped chain goes in one submission, and a cancelled job plus a killed Snakemake
+recover by re-running the same command."""
 
 import os
 import re
@@ -20,9 +21,17 @@ pytestmark = pytest.mark.workflow
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tests" / "configs" / "slurm.yaml"
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+STEPS = [0, 8]  # tests/configs/slurm.yaml
 # every file the pipeline writes that carries results (not logs, figures or manifests' paths)
 RESULT_TABLES = ["results/alignment/table1.tsv", "results/alignment/cascade_fit.tsv",
-                 "results/alignment/tiny-gelu/adjacent.tsv", "results/alignment/tiny-gelu/baseline.tsv"]
+                 "results/alignment/tiny-gelu/adjacent.tsv", "results/alignment/tiny-gelu/baseline.tsv",
+                 "results/dynamics/tiny-gelu/regimes.tsv", "results/topology/summary.tsv",
+                 *(f"results/{table}" for step in STEPS for table in (
+                     f"dynamics/tiny-gelu/step{step}.spectra.tsv", f"dynamics/tiny-gelu/step{step}.schur.tsv",
+                     f"topology/tiny-gelu/step{step}.communities.tsv", f"topology/tiny-gelu/step{step}.coupling.tsv",
+                     f"topology/tiny-gelu/step{step}.summary.tsv"))]
+# the profile's per-checkpoint group (workflow/profiles/slurm/config.yaml)
+GROUPED = {"jacobian_spectra", "correlation_graphs", "detect_communities", "topology_statistics"}
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +45,10 @@ def profile(cluster, tmp_path_factory):
     config["slurm-status-command"] = "squeue"  # CI: no slurmdbd, so sacct knows no jobs
     config["slurm-init-seconds-before-status-checks"] = 1  # CI: jobs take seconds
     config["latency-wait"] = 5  # CI: one local filesystem
+    config["slurm-keep-successful-logs"] = True  # CI: the grouping test reads the group jobs' logs
+    for resources in config["set-resources"].values():  # CI: tiny models; the 8B estimates (48 GB) exceed the node
+        if "mem_mb" in resources:
+            resources["mem_mb"] = min(resources["mem_mb"], 4000)
     directory = tmp_path_factory.mktemp("profile")
     (directory / "config.yaml").write_text(yaml.safe_dump(config))
     return directory
@@ -84,20 +97,58 @@ def submitted_job_ids(output):
     return [int(i) for i in re.findall(r"SLURM jobid (\d+)", output)]
 
 
-def test_pipeline_runs_through_slurm_and_matches_a_local_run(cluster, slurm_run, local_run):
+def cluster_jobs(output):
+    """The Snakemake jobs sent to the cluster, alone or in a group job (localrules print `localrule`)."""
+    return re.findall(r"^\s*rule (\w+):$", output, flags=re.MULTILINE)
+
+
+def minutes(time_limit):
+    """SLURM's [D-]HH:MM:SS in minutes."""
+    days, _, clock = time_limit.rpartition("-")
+    hours, mins, _ = map(int, clock.split(":"))
+    return int(days or 0) * 1440 + hours * 60 + mins
+
+
+def test_pipeline_runs_through_slurm_and_matches_a_local_run(cluster, profile, local_run, slurm_run):
     workdir, result = slurm_run
     output = result.stdout + result.stderr
     job_ids = submitted_job_ids(output)
-    # prepare_corpus, train_model, 2 x mlp_alignment, summarize, table, 2 plots, loss plot
+    # prepare_corpus, train_model, 2 x mlp_alignment, summarize, table, 2 plots, loss plot, ...
     assert len(job_ids) >= 9, output[-3000:]
     controller_log = (cluster.log_dir / "slurmctld.log").read_text()
     for job_id in job_ids:
         assert f"JobId={job_id}" in controller_log
     local_dir, local_s = local_run
     assert_same_results(workdir, local_dir)
+
+    # grouping: each checkpoint's chain of 4 jobs is 1 submission, so 3 fewer per checkpoint
+    jobs = cluster_jobs(output)
+    assert GROUPED <= set(jobs), output[-3000:]
+    assert len(jobs) - len(job_ids) == (len(GROUPED) - 1) * len(STEPS), output[-3000:]
+    # the plugin's log of each submission; a group job's is .snakemake/slurm_logs/group_<group>_<rules>/<id>.log
+    logs = {int(i): Path(log) for i, log in re.findall(r"SLURM jobid (\d+) \(log: (\S+)\)", output)}
+    assert sorted(logs) == sorted(job_ids), output[-3000:]
+    groups = sorted((part, log) for log in logs.values() for part in log.parts if part.startswith("group_"))
+    assert len(groups) == len(STEPS), groups  # one submission per checkpoint, no other group
+    for step, (name, log) in zip(STEPS, groups):  # each ran its own checkpoint's four jobs, no other checkpoint's
+        assert name.startswith(f"group_checkpoint_tiny-gelu_{step}_"), name
+        text = log.read_text()
+        assert set(cluster_jobs(text)) == GROUPED, text[-3000:]
+        assert set(re.findall(r"wildcards: (model=\S+, step=\d+)", text)) == {f"model=tiny-gelu, step={step}"}
+    # its request (scontrol knows finished jobs for MinJobAge): runtimes add up along the chain, the two
+    # jobs that could run side by side (spectra, graphs) count once at the longer, and their CPUs add up
+    settings = yaml.safe_load((profile / "config.yaml").read_text())
+    runtime = {rule: settings["set-resources"].get(rule, {}).get("runtime", settings["default-resources"]["runtime"])
+               for rule in GROUPED}
+    chain = max(runtime["jacobian_spectra"], runtime["correlation_graphs"]) + runtime["detect_communities"] + \
+        runtime["topology_statistics"]
+    for _, log in groups:
+        job = cluster.run("scontrol", "show", "job", log.stem).stdout
+        assert minutes(re.search(r"TimeLimit=(\S+)", job).group(1)) == chain, job
+        assert int(re.search(r"NumCPUs=(\d+)", job).group(1)) == 2 * settings["default-resources"]["cpus_per_task"], job
     overhead = (result.wall_s - local_s) / len(job_ids)
     print(f"\nreduced pipeline: local {local_s:.0f} s, SLURM {result.wall_s:.0f} s for "
-          f"{len(job_ids)} SLURM jobs: {overhead:.1f} s added per job")
+          f"{len(jobs)} Snakemake jobs in {len(job_ids)} SLURM jobs: {overhead:.1f} s added per SLURM job")
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
