@@ -18,13 +18,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The extras the target needs: the tests also exercise the dataset sources (pyproject.toml).
+EXTRAS ?=
+test test-fast: EXTRAS = [test,datasets]
+
 # uv resolves and installs the other ~100 packages in about 10 s where pip takes about 40 s; pip
 # stays the fallback (and installs torch, so a site's pip configuration picks the build).
 setup: $(BIN)/python
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet uv \
-		&& $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[test]" \
-		|| $(BIN)/python -m pip install --quiet -e ".[test]"
+		&& $(BIN)/uv pip install --quiet --python $(BIN)/python -e ".$(EXTRAS)" \
+		|| $(BIN)/python -m pip install --quiet -e ".$(EXTRAS)"
 
 run: setup
 	$(BIN)/snakemake --cores $(CORES)  # with profiles/default

@@ -9,6 +9,7 @@ from crosslayer.config import (
     check_config,
     check_model_entries,
     check_model_sizes,
+    dataset_keys,
     local_checkpoints,
     model_steps,
     reference_step,
@@ -460,3 +461,25 @@ def test_a_fit_subset_names_only_models_of_the_coupling_stage():
         check_config(config)
     config["coupling"]["fit_subsets"] = {"pythia": ["m"]}
     check_config(config)
+
+
+def test_dataset_keys_name_each_setting_that_needs_the_datasets_extra():
+    config = config_with()
+    assert dataset_keys(config) == []  # as the embedded default: offline text only
+    config["corpus"] = {"source": "dataset"}
+    config["dynamics"]["samples"] = {"source": "dataset"}
+    config["coupling"]["prompts"] = {"datasets": [{"path": "allenai/ai2_arc"}]}
+    assert dataset_keys(config) == ["corpus.source", "dynamics.samples.source", "coupling.prompts.datasets"]
+    config["dynamics"]["activate"] = config["coupling"]["activate"] = False  # their samples and prompts go unread
+    assert dataset_keys(config) == ["corpus.source"]
+
+
+def test_a_dataset_source_without_the_datasets_package_names_the_key_and_the_extra(monkeypatch):
+    import sys
+
+    from crosslayer.data.samples import dataset_texts
+
+    monkeypatch.setitem(sys.modules, "datasets", None)  # as if the extra were not installed
+    with pytest.raises(ImportError, match=r"dynamics\.samples\.dataset asks for a Hugging Face dataset, .*'datasets': "
+                                          r"pip install -e '\.\[datasets\]'"):
+        dataset_texts("Salesforce/wikitext", key="dynamics.samples.dataset")

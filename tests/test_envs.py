@@ -4,6 +4,7 @@ names an env file that exists and parses, and that every third-party module its 
 Snakemake's script preamble exposes the host's sys.path, so a run would not notice a gap."""
 
 import ast
+import functools
 import re
 import sys
 from pathlib import Path
@@ -62,9 +63,10 @@ def test_env_file_parses_and_pins(env_file):
     assert "python" in env_packages(env_file)
 
 
-def imported_modules(path, seen=None):
+def imported_modules(path, seen=None, *, dotted=False):
     """Top-level names of every module `path` imports, following crosslayer and _setup imports into
-    modules and packages (``a/b.py`` or ``a/b/__init__.py``), relative imports included."""
+    modules and packages (``a/b.py`` or ``a/b/__init__.py``), relative imports included; with
+    `dotted`, the imported names in full (``crosslayer.models.loading``) as well."""
     seen = set() if seen is None else seen
     if path in seen:
         return set()
@@ -85,13 +87,13 @@ def imported_modules(path, seen=None):
             continue
         for module in modules:
             top = module.split(".")[0]
-            names.add(top)
+            names |= {top, module} if dotted else {top}
             if top not in LOCAL:
                 continue
             stem = ROOT / "workflow" / ("scripts" if top == "_setup" else "") / module.replace(".", "/")
             for local in (stem.with_suffix(".py"), stem / "__init__.py"):
                 if local.is_file():
-                    names |= imported_modules(local, seen)
+                    names |= imported_modules(local, seen, dotted=dotted)
     return names
 
 
@@ -102,6 +104,14 @@ def test_every_third_party_import_is_in_the_rules_env(name, directives, path):
     third_party = imported_modules(script) - LOCAL - set(sys.stdlib_module_names)
     missing = {m for m in third_party if CONDA_NAME.get(m, m) not in packages}
     assert not missing, f"rule {name}: {script.name} imports {sorted(missing)}, not in {directives['conda']}"
+
+
+@pytest.mark.parametrize("name, directives, path", RULE_BLOCKS, ids=[r[0] for r in RULE_BLOCKS])
+def test_a_rule_that_loads_a_model_has_accelerate(name, directives, path):
+    # load_model places a GPU job's weights with device_map, which transformers does through accelerate
+    script = (path.parent / directives["conda"]).resolve(), (path.parent / directives["script"]).resolve()
+    if "crosslayer.models.loading.load_model" in imported_modules(script[1], dotted=True):
+        assert "accelerate" in env_packages(script[0]), f"rule {name} loads models: add accelerate to {script[0].name}"
 
 
 def test_import_scan_follows_the_library():
@@ -123,3 +133,51 @@ def test_import_scan_follows_packages_and_relative_imports(tmp_path, monkeypatch
     script.write_text("from crosslayer.linalg import top\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", root)
     assert {"scipy", "statsmodels"} <= imported_modules(script)
+
+
+
+@functools.cache
+def declared_distributions():
+    """Normalised names of pyproject.toml's dependencies and optional dependencies (extras)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    specs = project["dependencies"] + [s for extra in project["optional-dependencies"].values() for s in extra]
+    return {_normal(re.split(r"[\s\[<>=!~;@]", spec, maxsplit=1)[0]) for spec in specs}
+
+
+@functools.cache
+def installed_distributions():
+    """Import name -> distributions providing it, from the installed metadata."""
+    from importlib.metadata import packages_distributions
+
+    return packages_distributions()
+
+
+def _normal(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def undeclared(modules):
+    """The third-party modules among `modules` whose distribution pyproject.toml does not declare
+    itself (reached through another dependency's requirements does not count: httpx2 once came
+    only through huggingface_hub). Import names map to distributions through the installed
+    metadata (yaml -> PyYAML)."""
+    distributions, declared = installed_distributions(), declared_distributions()
+    third_party = set(modules) - LOCAL - set(sys.stdlib_module_names)
+    return {m for m in third_party if not {_normal(d) for d in distributions.get(m, [m])} & declared}
+
+
+def test_every_third_party_import_of_library_and_scripts_is_declared_in_pyproject():
+    files = sorted((ROOT / "workflow" / "crosslayer").rglob("*.py")) + sorted((ROOT / "workflow" / "scripts").glob("*.py"))
+    missing = {}
+    for path in files:
+        for module in undeclared(imported_modules(path, seen={p for p in files if p != path})):
+            missing.setdefault(module, []).append(path.relative_to(ROOT).as_posix())
+    assert not missing, f"imported but not declared in pyproject.toml: {missing}"
+
+
+def test_the_declaration_check_reports_an_undeclared_import(tmp_path):
+    module = tmp_path / "x.py"
+    module.write_text("import statsmodels\nimport yaml\nfrom igraph import Graph\nimport some_undeclared_thing\n")
+    assert undeclared(imported_modules(module)) == {"some_undeclared_thing"}

@@ -4,7 +4,9 @@ lacks a tensor, holds one the model does not have, or has one of another shape i
 for every family, while transformers' documented exceptions (tied LM heads, legacy buffers) still
 load. check_tensors is tested against transformers' own loading report, tensor by tensor."""
 
+import contextlib
 import json
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,6 +16,7 @@ from safetensors.torch import load_file, save_file
 from tiny_families import CONFIGS, GEMMA4, D, tiny_model
 
 from crosslayer.errors import CheckpointError
+from crosslayer.models import loading
 from crosslayer.models.loading import check_tensors, load_model
 
 T.logging.set_verbosity_error()
@@ -65,17 +68,36 @@ def loads(path):
     load_model(manifest(path), tokenizer=False)
 
 
+def placed():
+    """GPU jobs load with a device_map (transformers places the weights through accelerate): the same
+    path, placed on the CPU, as no GPU is here."""
+    return mock.patch.object(loading, "_device_map", lambda device: "cpu")
+
+
+def loads_placed(path):
+    with placed():
+        loads(path)
+
+
 def registers(path):
     check_tensors(path, model="m", revision="step7")
 
 
-REFUSERS = pytest.mark.parametrize("refuse", [loads, registers], ids=["load_model", "check_tensors"])
+REFUSERS = pytest.mark.parametrize("refuse", [loads, loads_placed, registers],
+                                   ids=["load_model", "load_model_device_map", "check_tensors"])
 
 
+def test_only_a_non_cpu_device_gets_a_device_map():
+    assert loading._device_map("cpu") is None and loading._device_map(torch.device("cpu")) is None
+    assert loading._device_map("cuda") == "cuda" and loading._device_map("cuda:1") == "cuda:1"
+
+
+@pytest.mark.parametrize("device_map", [False, True], ids=["plain", "device_map"])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_an_intact_checkpoint_loads_exactly(tmp_path, family):
+def test_an_intact_checkpoint_loads_exactly(tmp_path, family, device_map):
     live = save(family, tmp_path)
-    model, tokenizer = load_model(manifest(tmp_path))
+    with placed() if device_map else contextlib.nullcontext():
+        model, tokenizer = load_model(manifest(tmp_path))
     assert tokenizer is None  # no tokenizer files saved
     ours, theirs = model.state_dict(), live.state_dict()
     assert ours.keys() == theirs.keys()

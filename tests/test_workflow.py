@@ -904,6 +904,21 @@ def test_invalid_config_fails_before_any_job_naming_the_key(tmp_path, override, 
     assert not (tmp_path / "results").exists()
 
 
+def test_a_dataset_source_without_the_datasets_extra_stops_before_any_job_naming_the_key(tmp_path):
+    # `make run` does not install the optional `datasets`: hide it, as a machine without it would
+    hidden = ("import sys; sys.modules['datasets'] = None; from snakemake.cli import main; "
+              "sys.argv[0] = 'snakemake'; main()")
+    config = overlay(tmp_path / "d.yaml", "dynamics: {samples: {source: dataset}}")
+    result = subprocess.run([sys.executable, "-c", hidden, "--snakefile", str(ROOT / "Snakefile"), "--directory",
+                             str(tmp_path), "results/samples/texts.jsonl", "--cores", "1", "--configfile", str(TINY),
+                             config], capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert ("dynamics.samples.source ask(s) for a Hugging Face dataset, which needs the optional package "
+            "'datasets': pip install -e '.[datasets]'") in output
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_cuda_on_a_machine_without_it_stops_a_local_run_before_any_job_naming_the_key(tiny_run, tmp_path):
     good = read_manifest(tiny_run / "results/checkpoints/tiny-gelu/step16.json")["path"]

@@ -13,6 +13,7 @@ __all__ = [
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
+    "dataset_keys", "DATASETS_EXTRA",
 ]
 
 
@@ -152,6 +153,24 @@ def ablation_settings(config, run):
     switches = {key: block["runs"][run].get(key, default) for key, default in ABLATION_SWITCHES.items()}
     save_steps = sorted({*block["checkpoints"], block["steps"]})  # the last is the one Table 2 reports
     return {**config.get("train", {}), **block["train"], **switches, "save_steps": save_steps}
+
+
+#: How to install the optional ``datasets`` package that the dataset sources need.
+DATASETS_EXTRA = "pip install -e '.[datasets]' in the clone (or 'crosslayer[datasets]'; make test installs it)"
+
+
+def dataset_keys(config):
+    """The settings that ask for a Hugging Face dataset, as dotted keys: they need the optional
+    ``datasets`` package (:data:`DATASETS_EXTRA`); the embedded default asks for none."""
+    keys = []
+    if config.get("corpus", {}).get("source") == "dataset":
+        keys.append("corpus.source")
+    dynamics, coupling = config.get("dynamics", {}), config.get("coupling", {})
+    if dynamics.get("activate", True) and dynamics.get("samples", {}).get("source") == "dataset":
+        keys.append("dynamics.samples.source")
+    if coupling.get("activate", True) and coupling.get("prompts", {}).get("datasets"):
+        keys.append("coupling.prompts.datasets")
+    return keys
 
 
 def cuda_settings(config):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
+from snakemake.settings.types import DeploymentMethod
 from snakemake.sourcecache import LocalSourceFile
 from snakemake.utils import validate
 
@@ -124,6 +125,16 @@ onstart:
                     f"this run's {', '.join(gpu_rules)} jobs would run here: set them to cpu, or run on a "
                     "machine with a GPU or through a cluster profile (jobs with gpu=1 go to GPU nodes)"
                 )
+    # The dataset sources need the optional `datasets` package (not installed by `make run`): say
+    # so before the first job rather than in the job that downloads. Conda envs bring their own.
+    if (keys := cfg.dataset_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+        import importlib.util
+
+        readers = {"prepare_corpus", "prepare_samples", "prepare_prompts"}
+        if importlib.util.find_spec("datasets") is None and any(
+                job.rule.name.endswith(tuple(readers)) for job in workflow.dag.needrun_jobs()):
+            raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "
+                                f"the optional package 'datasets': {cfg.DATASETS_EXTRA}")
 
 
 wildcard_constraints:

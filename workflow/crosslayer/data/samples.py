@@ -54,8 +54,13 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
     KeyError
         ``field`` is not a column; the message lists the columns.
     """
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        from crosslayer.config import DATASETS_EXTRA
 
+        raise ImportError(f"{key} asks for a Hugging Face dataset, which needs the optional package "
+                          f"'datasets': {DATASETS_EXTRA}") from None
     try:
         data = datasets.load_dataset(path, name, split=split, revision=revision, cache_dir=cache_dir)
     except Exception as err:  # offline, unknown id/config/split: one message that says what to do

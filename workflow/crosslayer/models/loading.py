@@ -174,13 +174,19 @@ def load_model(manifest, *, device="cpu", tokenizer=True):
         _refuse_ablated(config)
         model, info = AutoModelForCausalLM.from_pretrained(  # mismatched sizes reported, not raised, to name them
             path, config=config, dtype=torch.float32, trust_remote_code=False, output_loading_info=True,
-            ignore_mismatched_sizes=True)
+            ignore_mismatched_sizes=True, device_map=_device_map(device))
     except (NotImplementedError, _Ablated) as err:
         raise CheckpointError(str(err), **context, file=path) from err
     except Exception as err:  # unsupported or broken checkpoint: say which
         raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
     _check_loading_info(info, context=context, file=weight_file(path))
     return model.to(device).eval(), (_load_tokenizer(path, context) if tokenizer else None)
+
+
+def _device_map(device):
+    # A GPU job's weights go straight to the GPU (transformers places them through accelerate), not
+    # through a CPU copy first: at 8B that copy is 32 GB of host memory. The CPU path stays as it was.
+    return None if torch.device(device).type == "cpu" else device
 
 
 class _Ablated(Exception):
