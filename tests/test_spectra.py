@@ -46,6 +46,20 @@ def is_normal(M, atol=1e-10):
 # --------------------------------------------------------------------------- per-sample
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_effective_rank_is_scipys_entropy_exponentiated(seed):
+    # exp(scipy.stats.entropy(s^power)), bit for bit, zeros included
+    from scipy.stats import entropy
+
+    rng = np.random.default_rng(seed)
+    s = np.abs(rng.standard_cauchy(int(rng.integers(1, 300))))
+    s[rng.random(s.size) < 0.3] = 0.0
+    s[0] = max(s[0], 1e-3)
+    for power in (1, 2):
+        assert er.effective_rank(s, power=power) == float(np.exp(entropy(s**power)))
+    assert math.isnan(er.effective_rank(np.zeros(3)))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_per_sample_stats_match_numpy_svd(dtype):
     J = random_layers(7, 12, seed=1).astype(dtype)
