@@ -15,6 +15,7 @@ of that model's tokenizer.
 import json
 from pathlib import Path
 
+from crosslayer.config import DATASETS_EXTRA
 from crosslayer.data.corpus import read_articles
 
 __all__ = ["SAMPLE_SOURCES", "corpus_paragraphs", "dataset_texts", "write_samples", "read_samples"]
@@ -57,8 +58,6 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
     try:
         import datasets
     except ImportError:
-        from crosslayer.config import DATASETS_EXTRA
-
         raise ImportError(f"{key} asks for a Hugging Face dataset, which needs the optional package "
                           f"'datasets': {DATASETS_EXTRA}") from None
     try:
