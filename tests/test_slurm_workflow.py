@@ -60,8 +60,12 @@ def run(workdir, *args, timeout=600):
                           timeout=timeout)
 
 
+def slurm_args(profile, configs=(CONFIG,)):
+    return ["--profile", str(profile), "--configfile", *map(str, configs)]
+
+
 def slurm_command(workdir, profile, configs=(CONFIG,)):
-    return [*SNAKEMAKE, "--directory", str(workdir), "--profile", str(profile), "--configfile", *map(str, configs)]
+    return [*SNAKEMAKE, "--directory", str(workdir), *slurm_args(profile, configs)]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +90,7 @@ def slurm_run(cluster, profile, tmp_path_factory):
 def assert_same_results(a, b, tables=RESULT_TABLES):
     for table in tables:
         pd.testing.assert_frame_equal(pd.read_csv(a / table, sep="\t"), pd.read_csv(b / table, sep="\t"))
-    for step in (0, 8):
+    for step in STEPS:
         npz = f"results/alignment/tiny-gelu/step{step}.npz"
         with np.load(a / npz) as x, np.load(b / npz) as y:
             assert x.files == y.files
@@ -172,7 +176,7 @@ def test_cancelled_job_and_killed_snakemake_recover(cluster, profile, local_run,
         cluster.run("scancel", running[0])  # a job dies mid-run
         # and so does Snakemake: SIGKILL to its whole process group; SIGTERM to Snakemake alone, as `kill`
         # does (to the group it could also end the plugin's `scontrol show config` mid-poll, and the plugin
-        # then falls back to sacct, which this cluster lacks, and waits forever: seen once in CI)
+        # then falls back to sacct, which this cluster lacks, and waits forever: seen once in a run here)
         if how == "SIGKILL":
             os.killpg(snakemake.pid, signal.SIGKILL)
         else:
@@ -187,11 +191,11 @@ def test_cancelled_job_and_killed_snakemake_recover(cluster, profile, local_run,
     assert finished, "the corpus step had finished before the interruption"
 
     if how == "SIGKILL":  # a hard-killed Snakemake cannot remove its lock: unlock first
-        assert run(tmp_path, "--unlock", "--profile", str(profile), "--configfile", *map(str, RECOVERY)).returncode == 0
+        assert run(tmp_path, "--unlock", *slurm_args(profile, RECOVERY)).returncode == 0
     rerun = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-6000:]
     assert {p: p.stat().st_mtime_ns for p in finished} == finished  # finished work is not redone
     assert_same_results(tmp_path, local_run[0], ALIGNMENT_TABLES)
     assert not (tmp_path / "results/dynamics").exists()  # the overlay took: alignment only
-    again = run(tmp_path, "-n", "--profile", str(profile), "--configfile", *map(str, RECOVERY))
+    again = run(tmp_path, "-n", *slurm_args(profile, RECOVERY))
     assert "Nothing to be done" in again.stdout + again.stderr

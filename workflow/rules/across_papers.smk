@@ -1,39 +1,6 @@
 # The four papers' adjacent-layer measures side by side: per model, one row per checkpoint and
 # layer boundary from the per-paper results -> correlations along depth and emergence over
 # training -> across models -> figures. A measure whose analysis a model lacks is an empty column.
-ACROSS = cfg.across_papers_settings(config) if config["across_papers"]["activate"] else {}
-
-
-def across_analyses(model):
-    """The measure families `model` has results for, in the order of across_papers.measures."""
-    return [a for a in ACROSS["measures"] if model in models_for(a)]
-
-
-def get_across_analyses(wildcards):
-    return across_analyses(wildcards.model)
-
-
-def get_across_papers_inputs(wildcards):
-    """Every per-paper result the model's boundary table reads; the spectra also give the regimes."""
-    model, analyses = wildcards.model, across_analyses(wildcards.model)
-
-    def per_step(pattern):
-        return expand(pattern, model=model, step=get_steps(model))
-
-    inputs = {}
-    if "alignment" in analyses:
-        inputs |= {"adjacent": rules.summarize_alignment.output.adjacent.format(model=model),
-                   "alignment_baseline": rules.summarize_alignment.output.baseline.format(model=model)}
-    if "continuity" in analyses:
-        inputs |= {"continuity_npz": per_step(rules.projection_continuity.output.npz),
-                   "continuity_tables": per_step(rules.projection_continuity.output.table)}
-    if "coupling" in analyses:
-        inputs["depthwise"] = f"results/coupling/{model}/depthwise.tsv"
-    if model in models_for("dynamics"):
-        inputs["spectra"] = per_step(rules.jacobian_spectra.output.table)
-    if "topology" in analyses:
-        inputs["partitions"] = per_step(rules.detect_communities.output.partitions)
-    return inputs
 
 
 rule across_papers:

@@ -329,6 +329,42 @@ COUPLING_FIGURES = [
 CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
 ACROSS_FIGURES = ["profiles", "correlations", "emergence"]  # see plot_across_papers
 
+# The across-papers stage's settings and inputs (workflow/rules/across_papers.smk).
+ACROSS = cfg.across_papers_settings(config) if config["across_papers"]["activate"] else {}
+
+
+def across_analyses(model):
+    """The measure families `model` has results for, in the order of across_papers.measures."""
+    return [a for a in ACROSS["measures"] if model in models_for(a)]
+
+
+def get_across_analyses(wildcards):
+    return across_analyses(wildcards.model)
+
+
+def get_across_papers_inputs(wildcards):
+    """Every per-paper result the model's boundary table reads; the spectra also give the regimes."""
+    model, analyses = wildcards.model, across_analyses(wildcards.model)
+
+    def per_step(pattern):
+        return expand(pattern, model=model, step=get_steps(model))
+
+    inputs = {}
+    if "alignment" in analyses:
+        inputs |= {"adjacent": rules.summarize_alignment.output.adjacent.format(model=model),
+                   "alignment_baseline": rules.summarize_alignment.output.baseline.format(model=model)}
+    if "continuity" in analyses:
+        inputs |= {"continuity_npz": per_step(rules.projection_continuity.output.npz),
+                   "continuity_tables": per_step(rules.projection_continuity.output.table)}
+    if "coupling" in analyses:
+        inputs["depthwise"] = f"results/coupling/{model}/depthwise.tsv"
+    if model in models_for("dynamics"):
+        inputs["spectra"] = per_step(rules.jacobian_spectra.output.table)
+    if "topology" in analyses:
+        inputs["partitions"] = per_step(rules.detect_communities.output.partitions)
+    return inputs
+
+
 TOY_FIGURES = ["over_epochs", "final", "drift", "ema_alignment"]  # see plot_toy
 
 
