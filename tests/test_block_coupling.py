@@ -9,13 +9,9 @@ from tiny_families import LAYERS, VOCAB, tiny_model
 
 from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
 from crosslayer.coupling.measure import METRICS, miscoupling
-from crosslayer.coupling.trajectories import (
-    expodistance,
-    line_shape_score,
-    logit_entropy,
-    record_trajectories,
-    windowed,
-)
+from crosslayer.coupling.regularity import expodistance, line_shape_score, windowed
+from crosslayer.coupling.tables import windowed_regularity
+from crosslayer.coupling.trajectories import logit_entropy, record_trajectories
 from crosslayer.jacobians.multi_token import released_last_token_jacobians, token_jacobians
 
 torch.set_num_threads(1)
@@ -45,8 +41,8 @@ def expected_depthwise(model, ids, K, final_norm):
 @pytest.mark.parametrize("hold_bytes", [0, 1 << 20])
 def test_depthwise_and_trajectories_match_an_independent_recomputation(family, final_norm, hold_bytes):
     model, token_ids = tiny_model(family), prompts(3)
-    result = checkpoint_coupling(model, token_ids, Ks=KS, hold_bytes=hold_bytes, window=3, pca_prompts=1,
-                                 final_norm=final_norm)
+    result = checkpoint_coupling(model, token_ids, Ks=KS, hold_bytes=hold_bytes, pca_prompts=1, final_norm=final_norm)
+    windows = {width: windowed_regularity(result, width=width) for width in (3,)}  # LAYERS + 1 states
     assert result["depthwise"].shape == (3, len(METRICS), len(KS), LAYERS, LAYERS)
     for p, ids in enumerate(token_ids):
         for j, K in enumerate(KS):
@@ -62,7 +58,11 @@ def test_depthwise_and_trajectories_match_an_independent_recomputation(family, f
         assert np.allclose(result["lss_raw"][tokens], line_shape_score(raw))
         assert np.allclose(result["ed_raw"][tokens], expodistance(raw))
         assert np.allclose(result["norm_last_raw"][tokens], np.linalg.norm(raw[-1], axis=-1))
-        assert np.allclose(result["ed_windowed_raw"][:, tokens], windowed(expodistance, raw, width=3), equal_nan=True)
+        for width, stats in windows.items():  # any width from the stored Gram matrices and norms
+            for suffix, traj in (("", hidden), ("_raw", raw)):
+                for name, statistic in (("lss", line_shape_score), ("ed", expodistance)):
+                    assert np.allclose(stats[f"{name}_windowed{suffix}"][:, tokens],
+                                       windowed(statistic, traj, width=width), rtol=1e-5, equal_nan=True)
         assert not np.allclose(result["ed_raw"][tokens], result["ed"][tokens])
         assert np.allclose(result["logit_entropy"][:, tokens], logit_entropy(model, raw))
     assert result["pca"].shape == (1, LAYERS + 1, 5, 2)
@@ -71,8 +71,8 @@ def test_depthwise_and_trajectories_match_an_independent_recomputation(family, f
 
 def test_an_earlier_depthwise_token_is_the_prompt_cut_after_it():
     model, (ids,) = tiny_model("llama"), prompts(1, seed=4)
-    at_2 = checkpoint_coupling(model, [ids], Ks=KS, token=2, window=3)
-    cut = checkpoint_coupling(model, [ids[:3]], Ks=KS, window=3)
+    at_2 = checkpoint_coupling(model, [ids], Ks=KS, token=2)
+    cut = checkpoint_coupling(model, [ids[:3]], Ks=KS)
     assert np.allclose(at_2["depthwise"], cut["depthwise"], atol=1e-6)
     # and J_22 of the cut prompt is the whole prompt's token-wise J_{22}
     J22 = dict(token_jacobians(model, ids, 1))[2][2].double().numpy()
@@ -83,18 +83,18 @@ def test_an_earlier_depthwise_token_is_the_prompt_cut_after_it():
 
 def test_mean_abs_coupling_is_over_the_selected_prompts_only():
     model, token_ids = tiny_model("llama"), prompts(3, seed=2)
-    alone = [checkpoint_coupling(model, [ids], Ks=KS, window=3)["abs_coupling"] for ids in token_ids]
-    picked = checkpoint_coupling(model, token_ids, Ks=KS, window=3, abs_prompts=[True, False, True])
+    alone = [checkpoint_coupling(model, [ids], Ks=KS)["abs_coupling"] for ids in token_ids]
+    picked = checkpoint_coupling(model, token_ids, Ks=KS, abs_prompts=[True, False, True])
     assert np.allclose(picked["abs_coupling"], (alone[0] + alone[2]) / 2, atol=1e-6)
     assert not np.allclose(picked["abs_coupling"], sum(alone) / 3, atol=1e-4)
     with pytest.raises(ValueError, match="abs_prompts selects no prompt"):
-        checkpoint_coupling(model, token_ids, Ks=KS, window=3, abs_prompts=[False] * 3)
+        checkpoint_coupling(model, token_ids, Ks=KS, abs_prompts=[False] * 3)
 
 
 def test_token_wise_results_are_stacked_per_layer_pair_and_prompt():
     model = tiny_model("gpt2")
     result = checkpoint_coupling(model, prompts(3), Ks=KS, layer_pairs=[(0, 1), (2, 2)], token_wise_prompts=2,
-                                 token_wise_tokens=4, window=3)
+                                 token_wise_tokens=4)
     assert result["tw_self"].shape == (2, 2, len(METRICS), len(KS), 4, 4)
     assert result["tw_fixed_input"].shape == (2, 2, len(METRICS), len(KS), 4, 4, 4)
     assert result["tw_abs_self"].shape == (2, 4, 4, 2, 2)
@@ -120,7 +120,7 @@ def test_a_non_finite_jacobian_names_the_prompt_layer_and_tokens():
     with torch.no_grad():
         model.model.layers[1].mlp.down_proj.weight[0, 0] = float("nan")
     with pytest.raises(ValueError, match=r"prompt 'second': non-finite Jacobian at layer 1, tokens \(5, 5\)"):
-        checkpoint_coupling(model, [[1, 2, 3, 4, 5, 6]], prompt_ids=["second"], Ks=KS, window=3)
+        checkpoint_coupling(model, [[1, 2, 3, 4, 5, 6]], prompt_ids=["second"], Ks=KS)
 
 
 def test_settings_the_model_is_too_small_for_are_named():

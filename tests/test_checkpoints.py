@@ -328,15 +328,27 @@ def test_unknown_source_is_rejected(tmp_path, tiny_checkpoint):
 # -- verification before every job ------------------------------------------------------------
 
 
+#: The racy window in these tests: longer than any kernel's file-time tick (10 ms at HZ=100), short to wait out.
+RACY_S = 0.05
+
+
+def register(checkpoint, out, monkeypatch):
+    """Register `checkpoint` once its files are past the racy window, so the stat cache records them."""
+    import crosslayer.files
+
+    monkeypatch.setattr(crosslayer.files, "RACY_NS", int(RACY_S * 1e9))
+    time.sleep(RACY_S)
+    write_manifest(out, model="m", step=1, source="local", checkpoint_dir=checkpoint, revision="step1")
+    return out, checkpoint
+
+
 @pytest.fixture
-def registered(tmp_path, tiny_checkpoint):
+def registered(tmp_path, tiny_checkpoint, monkeypatch):
     import shutil
 
     checkpoint = tmp_path / "ckpt"
     shutil.copytree(tiny_checkpoint, checkpoint)
-    out = tmp_path / "results" / "m" / "step1.json"
-    write_manifest(out, model="m", step=1, source="local", checkpoint_dir=checkpoint, revision="step1")
-    return out, checkpoint
+    return register(checkpoint, tmp_path / "results" / "m" / "step1.json", monkeypatch)
 
 
 @pytest.fixture
@@ -369,6 +381,7 @@ def test_a_touched_file_is_hashed_once_and_accepted(registered, hashed):
 
     out, checkpoint = registered
     os.utime(checkpoint / "config.json", ns=(1, 1))
+    time.sleep(RACY_S)  # past the racy window (test_a_file_changed_within_the_racy_window_...)
     verified_manifest(out)
     verified_manifest(out)
     assert hashed == ["config.json"]
@@ -406,6 +419,7 @@ def test_changed_checkpoint_catches_any_replacement_whatever_its_mtime(registere
     weights = checkpoint / "model.safetensors"
     before = weights.stat()
     os.utime(weights, ns=(1, 1))  # touched, same content: hashed once, then trusted again
+    time.sleep(RACY_S)
     assert changed_checkpoint(out) is None and hashed == ["model.safetensors"]
     assert changed_checkpoint(out) is None and hashed == ["model.safetensors"]
     data = bytearray(weights.read_bytes())
@@ -422,6 +436,83 @@ def test_changed_checkpoint_catches_any_replacement_whatever_its_mtime(registere
     (checkpoint / "config.json").unlink()
     assert changed_checkpoint(out) == f"{checkpoint / 'config.json'} is gone"
     assert changed_checkpoint(out.parent / "no_such_manifest.json") is None  # nothing registered: nothing to redo
+
+
+def _flip_last_byte(path):
+    data = bytearray(Path(path).read_bytes())
+    data[-1] ^= 1
+    return bytes(data)
+
+
+def _in_place_mtime_restored(weights, tmp_path):  # edited in place, then touch -r / os.utime back
+    before = weights.stat()
+    with open(weights, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        f.write(_flip_last_byte(weights)[-1:])
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def _rewritten_mtime_restored(weights, tmp_path):  # truncated and written anew (same inode), mtime restored
+    before = weights.stat()
+    weights.write_bytes(_flip_last_byte(weights))
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def _unpacked_with_normalised_mtime(weights, tmp_path):  # an archive's same-size file, both dated 1980-01-01
+    other = tmp_path / "unpacked"
+    other.write_bytes(_flip_last_byte(weights))
+    os.utime(other, (315532800, 315532800))
+    os.replace(other, weights)
+
+
+def _renamed_over(weights, tmp_path):  # mv of another same-size file with the same mtime onto the name
+    other = tmp_path / "other.safetensors"
+    other.write_bytes(_flip_last_byte(weights))
+    before = weights.stat()
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    other.rename(weights)
+
+
+@pytest.mark.parametrize("change", [_in_place_mtime_restored, _rewritten_mtime_restored,
+                                    _unpacked_with_normalised_mtime, _renamed_over])
+def test_a_same_size_change_that_keeps_the_mtime_is_caught(tmp_path, tiny_checkpoint, monkeypatch, change):
+    # Size and mtime cannot tell these apart; the ctime (set by the kernel, never by touch -r, cp -p,
+    # rsync -t or tar) and the inode can (issue 39).
+    import shutil
+
+    from crosslayer.files import changed_checkpoint
+
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, checkpoint)
+    weights = checkpoint / "model.safetensors"
+    os.utime(weights, (315532800, 315532800))  # as unpacked from an archive with normalised mtimes
+    out, _ = register(checkpoint, tmp_path / "results" / "m" / "step1.json", monkeypatch)
+    assert changed_checkpoint(out) is None and verified_manifest(out)  # recorded in the stat cache
+    size, mtime = weights.stat().st_size, weights.stat().st_mtime_ns
+    change(weights, tmp_path)
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (size, mtime)  # what the old check compared
+    assert changed_checkpoint(out).startswith(f"{weights} has another sha256")
+    with pytest.raises(CheckpointError, match="the file changed after the checkpoint was registered"):
+        verified_manifest(out)
+
+
+def test_a_file_changed_within_the_racy_window_is_not_trusted_from_the_cache(registered, hashed, monkeypatch):
+    # A file changed moments before it was looked at could change again in the same tick of a coarse
+    # file-system clock, keeping its ctime: the cache records it only once it is older than RACY_NS.
+    import crosslayer.files
+
+    out, checkpoint = registered
+    config = checkpoint / "config.json"
+    config.chmod(0o644)  # a metadata change: a new ctime, the same bytes
+    monkeypatch.setattr(crosslayer.files, "RACY_NS", 10**12)
+    verified_manifest(out)
+    verified_manifest(out)
+    assert hashed == ["config.json", "config.json"]  # too recent to trust: hashed at each look
+    monkeypatch.setattr(crosslayer.files, "RACY_NS", int(RACY_S * 1e9))
+    time.sleep(RACY_S)
+    verified_manifest(out)
+    verified_manifest(out)
+    assert hashed == ["config.json"] * 3  # past the window: hashed once more, then trusted
 
 
 def test_identical_steps_are_found_by_their_weight_files_whatever_the_rest():

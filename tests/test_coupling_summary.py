@@ -5,6 +5,14 @@ from scipy import stats
 
 from crosslayer.config import read_scores
 from crosslayer.coupling.measure import METRICS
+from crosslayer.coupling.regularity import (
+    expodistance,
+    line_shape_score,
+    pack_symmetric,
+    unit_step_gram,
+    unit_steps,
+    windowed,
+)
 from crosslayer.coupling.tables import (
     across_models,
     checkpoint_prompts,
@@ -16,18 +24,29 @@ from crosslayer.coupling.tables import (
 )
 
 
+def synthetic_trajectories(seed, L=3, N=14, d=8):
+    """Trajectories x^0 .. x^L of N tokens, x^L after the final norm and before it (raw)."""
+    rng = np.random.default_rng(seed)
+    normed = rng.standard_normal((L + 1, N, d)) * np.arange(1, L + 2)[:, None, None]
+    raw = normed.copy()
+    raw[-1] = 3 * rng.standard_normal((N, d))
+    return normed, raw
+
+
 def synthetic_checkpoint(seed, P=4, L=3, Ks=(2, 4), n_tokens=(3, 4, 2, 5)):
     rng = np.random.default_rng(seed)
     M = rng.uniform(0, 1, (P, len(METRICS), len(Ks), L, L))
     M[..., range(L), range(L)] = 0
     N = sum(n_tokens)
+    normed, raw = synthetic_trajectories(seed, L, N)
+    units = np.concatenate([unit_steps(normed), unit_steps(raw[-2:])])  # as checkpoint_coupling stores them
     return {"depthwise": M, "Ks": np.array(Ks), "metrics": list(METRICS), "prompt_ids": [f"p{i}" for i in range(P)],
             "variants": ["plain", "plain", "cot", "cot"], "sources": ["arc", "gsm8k", "arc", "gsm8k"], "n_tokens": np.array(n_tokens),
             "token_prompt": np.repeat(np.arange(P), n_tokens), "lss": rng.uniform(1, 3, N), "ed": rng.uniform(0, 1, N),
-            "norms": rng.uniform(1, 2, (L + 1, N)), "lss_windowed": rng.uniform(1, 2, (L + 1, N)),
-            "ed_windowed": rng.uniform(0, 1, (L + 1, N)), "lss_raw": rng.uniform(1, 3, N), "ed_raw": rng.uniform(0, 1, N),
-            "norm_last_raw": rng.uniform(5, 9, N), "lss_windowed_raw": rng.uniform(1, 2, (L + 1, N)),
-            "ed_windowed_raw": rng.uniform(0, 1, (L + 1, N)), "logit_entropy": rng.uniform(0, 5, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
+            "norms": np.linalg.norm(normed, axis=-1), "lss_raw": rng.uniform(1, 3, N), "ed_raw": rng.uniform(0, 1, N),
+            "norm_last_raw": np.linalg.norm(raw[-1], axis=-1),
+            "step_gram": pack_symmetric(unit_step_gram(units)).astype(np.float32),
+            "logit_entropy": rng.uniform(0, 5, (L + 1, N)), "layer_pairs": np.zeros((0, 2), int),
             "n_params": 1000 * (seed + 1), "n_layers": L, "d_model": 8}
 
 
@@ -39,7 +58,9 @@ def test_prompt_and_step_tables_against_direct_means():
     expected = -(M.sum(axis=(-2, -1))) / (L * (L - 1))  # the diagonal is 0
     assert np.allclose(table[["coupling_K2", "coupling_K4"]].to_numpy(), expected)
     assert table.lss_median[3] == pytest.approx(np.median(data["lss"][-5:]))
-    tables = summarize_steps([data, synthetic_checkpoint(1)], [0, 10], metric="released_l2")
+    tables = summarize_steps([data, synthetic_checkpoint(1)], [0, 10], metric="released_l2", window=3)
+    assert tables["prompts"].query("step == 10").drop(columns="step").reset_index(drop=True).equals(
+        checkpoint_prompts(synthetic_checkpoint(1), metric="released_l2"))
     row = tables["steps"].query("step == 0 and source == 'all' and variant == 'cot' and K == 4").iloc[0]
     assert row.coupling_mean == pytest.approx(expected[2:, 1].mean())
     assert row.coupling_sd == pytest.approx(expected[2:, 1].std(ddof=1))
@@ -62,7 +83,12 @@ def test_prompt_and_step_tables_against_direct_means():
     assert np.allclose(regularity.norm_raw_median[:L], regularity.norm_median[:L])  # only x^L differs
     assert regularity.norm_raw_median.iloc[L] == pytest.approx(np.median(data["norm_last_raw"][:7]))
     assert regularity.logit_entropy_median.iloc[2] == pytest.approx(np.median(data["logit_entropy"][2, :7]))
-    assert regularity.ed_windowed_raw_median.iloc[1] == pytest.approx(np.median(data["ed_windowed_raw"][1, :7]))
+    normed, raw = synthetic_trajectories(0, L, 14)
+    for suffix, traj in (("", normed), ("_raw", raw)):  # the windows from the stored Gram matrices and norms
+        for name, statistic in (("lss", line_shape_score), ("ed", expodistance)):
+            expected = np.median(windowed(statistic, traj, width=3)[:, :7], axis=1)
+            assert np.allclose(regularity[f"{name}_windowed{suffix}_median"], expected, rtol=1e-6, equal_nan=True)
+    assert regularity.lss_windowed_median.isna().tolist() == [True, False, False, True]
     assert row.ed_raw_q3 == pytest.approx(np.quantile(data["ed_raw"][7:], 0.75))
     assert table.ed_raw_median[3] == pytest.approx(np.median(data["ed_raw"][-5:]))
 
@@ -94,7 +120,7 @@ def test_fits_match_scipy_linregress():
 
 def test_across_models_takes_each_models_last_step():
     data = {m: synthetic_checkpoint(i) for i, m in enumerate(["a", "b"])}
-    steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper")["steps"] for m in data}
+    steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper", window=3)["steps"] for m in data}
     table = across_models({m: (steps[m], data[m]) for m in data}, scores={"a": 40.0, "b": 50.0},
                           training_tokens={"a": 3e11, "b": None})
     assert list(table.model) == ["a", "b"] and (table.step == 5).all() and list(table.score) == [40.0, 50.0]
@@ -129,9 +155,9 @@ def test_a_checkpoint_file_without_prompt_sources_is_refused_by_name(tmp_path):
 
 def test_regularity_across_models_puts_each_untrained_step_0_beside_its_last_step_sorted_by_size():
     data = {m: synthetic_checkpoint(i) for i, m in enumerate(["big", "small", "no-init"])}
-    steps = {"big": summarize_steps([data["big"], synthetic_checkpoint(7)], [0, 5], metric="paper")["steps"],
-             "small": summarize_steps([data["small"], synthetic_checkpoint(8)], [0, 9], metric="paper")["steps"],
-             "no-init": summarize_steps([data["no-init"]], [3], metric="paper")["steps"]}
+    steps = {"big": summarize_steps([data["big"], synthetic_checkpoint(7)], [0, 5], metric="paper", window=3)["steps"],
+             "small": summarize_steps([data["small"], synthetic_checkpoint(8)], [0, 9], metric="paper", window=3)["steps"],
+             "no-init": summarize_steps([data["no-init"]], [3], metric="paper", window=3)["steps"]}
     models = pd.DataFrame({"model": ["big", "small", "no-init"], "n_params": [900, 100, 500]})
     table = regularity_across_models(steps, models)
     assert list(zip(table.model, table.state, table.step)) == [

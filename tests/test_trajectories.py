@@ -4,14 +4,18 @@ import torch
 import transformers as T
 from tiny_families import LAYERS, D, tiny_model
 
-from crosslayer.coupling.trajectories import (
+from crosslayer.coupling.regularity import (
     expodistance,
     line_shape_score,
-    logit_entropy,
-    record_trajectories,
-    trajectory_pca,
+    pack_symmetric,
+    unit_step_gram,
+    unit_steps,
+    unpack_symmetric,
     windowed,
+    windowed_expodistance,
+    windowed_line_shape,
 )
+from crosslayer.coupling.trajectories import logit_entropy, record_trajectories, trajectory_pca
 from crosslayer.models.adapters import adapter_for
 
 torch.set_num_threads(1)
@@ -92,6 +96,27 @@ def test_windows_are_centred_and_nan_where_they_do_not_fit():
     np.testing.assert_allclose(windowed(expodistance, traj, width=3)[1], expodistance(traj[:3]))
     with pytest.raises(ValueError, match="odd"):
         windowed(line_shape_score, traj, width=4)
+
+
+@pytest.mark.parametrize("width", [3, 5, 9])
+def test_windows_from_the_unit_step_gram_and_the_norms_are_those_of_the_states(width):
+    # What a checkpoint stores (the Gram matrix of the unit steps, packed, and the norms) gives the
+    # windowed statistics of any width without the states
+    rng = np.random.default_rng(width)
+    traj = rng.standard_normal((9, 6, 5)) * np.geomspace(1, 4, 9)[:, None, None]
+    traj[4, 2] = traj[3, 2]  # a zero step: NaN in every window over it, as from the states
+    gram = unit_step_gram(unit_steps(traj))
+    assert gram.shape == (6, 8, 8)
+    np.testing.assert_allclose(np.diagonal(gram[[0, 1, 3, 4, 5]], axis1=-2, axis2=-1), 1.0)
+    np.testing.assert_array_equal(unpack_symmetric(pack_symmetric(gram)), gram)
+    stored = pack_symmetric(gram).astype(np.float32)
+    expected = windowed(line_shape_score, traj, width=width)
+    assert np.isnan(expected[:, 2]).any()
+    np.testing.assert_allclose(windowed_line_shape(unpack_symmetric(stored), width=width), expected, rtol=1e-6)
+    np.testing.assert_allclose(windowed_expodistance(np.linalg.norm(traj, axis=-1), width=width),
+                               windowed(expodistance, traj, width=width), rtol=1e-12)
+    with pytest.raises(ValueError, match="m \\(m \\+ 1\\) / 2"):
+        unpack_symmetric(np.zeros(5))
 
 
 def test_pca_agrees_with_the_covariance_eigenvectors():

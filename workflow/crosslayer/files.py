@@ -6,12 +6,13 @@ import json
 import logging
 import os
 import tempfile
+import time
 from pathlib import Path
 
 from crosslayer.errors import CheckpointError
 
 __all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "read_manifest", "sha256", "stat",
-           "stat_cache_path", "write_json_atomically"]
+           "stat_cache_path", "trusted_stat", "write_json_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +39,28 @@ def checkpoint_files(directory):
     return sorted(found)
 
 
+#: A file changed less than this long before it was looked at is hashed again next time: a change
+#: within one tick of a coarse file-system clock would leave its ctime as it was (git's "racy" case).
+RACY_NS = 2 * 10**9
+
+
 def stat(path):
-    """``[size, mtime_ns]`` of a file, links followed (hub cache files are links to blobs/)."""
+    """``[size, mtime_ns, ctime_ns, inode]`` of a file, links followed (hub cache files link to blobs/).
+
+    The kernel sets ctime at every write, rename or metadata change, and no user call sets it back:
+    ``touch -r``, ``cp -p``, ``rsync -t`` and archives restore mtimes, not ctimes; a file put in
+    another's place (``mv``, unpacked anew) has another inode as well.
+    """
     st = Path(path).stat()
-    return [st.st_size, st.st_mtime_ns]
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def trusted_stat(path, *, now=None):
+    """:func:`stat` of a file (or `now`, one taken just before), or None while the file changed too
+    recently (:data:`RACY_NS`) for its ctime to tell a later change in the same tick of a coarse
+    file-system clock apart: a stat cache records no such file, which is hashed again next time."""
+    now = now or stat(path)
+    return None if time.time_ns() - now[2] < RACY_NS else now
 
 
 def sha256(path):
@@ -65,7 +84,7 @@ def stat_cache_path(manifest_path):
 
 
 def _read_stat_cache(path):
-    """``{name: [size, mtime_ns, sha256]}`` from a stat cache; empty when absent or unreadable."""
+    """``{name: [*stat, sha256]}`` from a stat cache; empty when absent or unreadable."""
     if path is None:
         return {}
     try:
@@ -112,9 +131,10 @@ def read_manifest(path):
 def changed_checkpoint(manifest_path):
     """How a registered checkpoint's files differ from those its manifest recorded, or None.
 
-    Whatever the files' mtimes: a file is hashed again when its size or mtime differs from the stat
-    cache (:func:`stat_cache_path`), so a replacement dated in the past (``cp -p``, a restore from
-    backup, ``rsync -t``) is caught as surely as a newer one; unchanged files cost one ``stat``.
+    Whatever the files' mtimes: a file is hashed again when its size, mtime, ctime or inode differs
+    from the stat cache (:func:`stat_cache_path`), so a replacement dated in the past (``cp -p``,
+    ``touch -r``, a restore from backup, ``rsync -t``, an archive with normalised mtimes) is caught as
+    surely as a newer one; unchanged files cost one ``stat``.
 
     Parameters
     ----------
@@ -148,8 +168,9 @@ def changed_checkpoint(manifest_path):
 def first_changed_file(root, recorded, stat_cache):
     """The first recorded file of a checkpoint that is gone or holds other bytes, or None.
 
-    A file whose size and mtime the stat cache holds beside the recorded sha256 is not read; any
-    other is hashed in full. When every file matches, the stat cache is brought up to date.
+    A file whose :func:`stat` (size, mtime, ctime, inode) the stat cache holds beside the recorded
+    sha256 is not read; any other is hashed in full. When every file matches, the stat cache is
+    brought up to date (files changed in the last :data:`RACY_NS` left out).
 
     Parameters
     ----------
@@ -158,8 +179,8 @@ def first_changed_file(root, recorded, stat_cache):
     recorded : dict[str, str]
         Relative path -> sha256, as a manifest's ``files``.
     stat_cache : str, Path or None
-        JSON file of ``{name: [size, mtime_ns, sha256]}`` (:func:`stat_cache_path`); None hashes
-        every file and keeps no cache.
+        JSON file of ``{name: [size, mtime_ns, ctime_ns, inode, sha256]}`` (:func:`stat_cache_path`);
+        None hashes every file and keeps no cache.
 
     Returns
     -------
@@ -172,11 +193,13 @@ def first_changed_file(root, recorded, stat_cache):
         path = Path(root) / name
         if not path.is_file():
             return name, None
-        now = stat(path)
+        now = stat(path)  # before the hash: a change while hashing shows at the next look
         if cache.get(name) != [*now, expected]:
             found = sha256(path)
             if found != expected:
                 return name, found
+            if trusted_stat(path, now=now) is None:
+                continue  # changed too recently to be told apart from a later change: hashed next time
         seen[name] = [*now, expected]
     if stat_cache is not None and seen != cache:
         try:

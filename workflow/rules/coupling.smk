@@ -32,7 +32,6 @@ rule block_coupling:
         prompts=rules.prepare_prompts.output.prompts,
     output:
         npz="results/coupling/{model}/step{step}.coupling.npz",
-        prompts="results/coupling/{model}/step{step}.prompts.tsv",
     log:
         "logs/block_coupling/{model}/step{step}.log",
     benchmark:
@@ -44,10 +43,8 @@ rule block_coupling:
         gpu=get_gpu_request(COUPLING["device"]),
     params:
         Ks=COUPLING["Ks"],
-        metric=COUPLING["metric"],
         token=COUPLING["depthwise_token"],
         token_wise=COUPLING["token_wise"],
-        window=COUPLING["window"],
         pca_prompts=COUPLING["pca_prompts"],
         pca_fit=COUPLING["pca_fit"],
         final_norm=COUPLING["final_norm"],
@@ -72,6 +69,7 @@ rule summarize_coupling:
     params:
         steps=get_model_steps,
         metric=COUPLING["metric"],
+        window=COUPLING["window"],
     script:
         "../scripts/summarize_coupling.py"
 

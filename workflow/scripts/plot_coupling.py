@@ -16,7 +16,7 @@ from crosslayer.coupling.plots import (
     plot_trajectories_2d,
     plot_variant_profiles,
 )
-from crosslayer.coupling.tables import TOKEN_WISE, checkpoint_prompts, load_checkpoint
+from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf, set_step_axis
 
 model, steps, dpi, metric = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi,
@@ -236,7 +236,7 @@ fig.suptitle(f"{model}: singular values of the residual Jacobians by depth ({nul
 save(fig, "singular_values")
 
 # 12. prompt length against the prompt's mean depth-wise coupling, last step (Fig. 9, right)
-prompt_table = checkpoint_prompts(data[steps[-1]], metric=metric)
+prompt_table = tables["prompts"].query("step == @steps[-1]")
 fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
 for variant, part in prompt_table.groupby("variant"):
     ax.scatter(part.n_tokens, part[f"coupling_K{K_main}"], s=10, alpha=0.7, label=variant)

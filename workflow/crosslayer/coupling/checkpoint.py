@@ -3,24 +3,18 @@ set, every measurement of the stage in one pass, streamed by layer and by output
 
 Per prompt: the depth-wise mis-coupling matrices at the configured token (default the last;
 by causality the prompt is cut after that token, so its context is exactly the tokens before),
-the trajectories' line-shape score and expodistance (whole and windowed), and the norm of the
-residual stream per depth, each in both conventions for the last state: after the final norm
-(the paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise
+the trajectories' line-shape score and expodistance, the Gram matrix of their unit steps and
+the norm of the residual stream per depth (from which the windowed statistics of any width follow:
+coupling.tables), each in both conventions for the last state: after the final norm (the
+paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise
 coupling of configured layer pairs over their first tokens, and the 2-D PCA of the trajectories.
 """
 
 import numpy as np
 
 from crosslayer.coupling.measure import METRICS, depthwise_miscoupling, tokenwise_miscoupling
-from crosslayer.coupling.trajectories import (
-    expodistance,
-    line_shape_score,
-    logit_entropy,
-    record_trajectories,
-    trajectory_pca,
-    windowed,
-    with_final_norm,
-)
+from crosslayer.coupling.regularity import expodistance, line_shape_score, pack_symmetric, unit_step_gram, unit_steps
+from crosslayer.coupling.trajectories import logit_entropy, record_trajectories, trajectory_pca, with_final_norm
 from crosslayer.jacobians.multi_token import DEFAULT_CHUNK_BYTES, last_token_jacobians, token_jacobians
 from crosslayer.models.adapters import adapter_for
 
@@ -67,9 +61,8 @@ def check_prompts(prompt_ids, token_ids, *, context, token=-1, token_wise_prompt
 
 
 def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), metrics=METRICS, token=-1, layer_pairs=(),
-                        token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, pca_fit="last", window=11,
-                        abs_prompts=None, final_norm=True, chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0,
-                        progress=None):
+                        token_wise_prompts=0, token_wise_tokens=16, pca_prompts=1, pca_fit="last", abs_prompts=None,
+                        final_norm=True, chunk_bytes=DEFAULT_CHUNK_BYTES, hold_bytes=0, progress=None):
     """Every coupling and regularity measurement of one checkpoint.
 
     Parameters
@@ -94,8 +87,6 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         Prompts whose 2-D trajectory PCA is kept.
     pca_fit : {"last", "all"}
         The states each PCA is fit on (:func:`~crosslayer.coupling.trajectories.trajectory_pca`).
-    window : int
-        Width of the windowed regularity statistics.
     final_norm : bool
         The last block's Jacobians end with the final norm (the paper's eq. 7), and the PCA is of
         the trajectories in that convention.
@@ -112,10 +103,12 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
     result : dict of ndarray
         ``depthwise`` (P, n_metrics, n_K, L, L), ``singular_values`` (P, L, max K),
         ``abs_coupling`` (L, L, min K, min K) mean ``|A|`` over the `abs_prompts`; per token of every
-        prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``lss_windowed``,
-        ``ed_windowed``, ``norms`` (L + 1, N) with ``x^L`` after the final norm, ``lss_raw``,
-        ``ed_raw``, ``norm_last_raw`` (N,), ``lss_windowed_raw``, ``ed_windowed_raw`` (L + 1, N)
-        with ``x^L`` before it; ``logit_entropy`` (L + 1, N), the logit lens of every state;
+        prompt (N tokens in all): ``token_prompt`` (N,), ``lss``, ``ed`` (N,), ``norms`` (L + 1, N)
+        with ``x^L`` after the final norm, ``lss_raw``, ``ed_raw``, ``norm_last_raw`` (N,) with
+        ``x^L`` before it; ``step_gram`` (N, (L + 1)(L + 2) / 2) float32, the packed
+        (:func:`~crosslayer.coupling.regularity.pack_symmetric`) Gram matrix of the token's
+        unit steps: the L steps to ``x^L`` after the final norm, then the last step to the raw
+        ``x^L``; ``logit_entropy`` (L + 1, N), the logit lens of every state;
         ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded and ``pca_explained`` (pca_prompts, 2);
         token-wise, stacked over prompts and layer pairs
         ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
@@ -131,8 +124,8 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         raise ValueError(f"coupling.token_wise.layer_pairs: {[list(p) for p in layer_pairs]} must be layers below "
                          f"{n_layers}")
     depthwise, singular, abs_sum, token_prompt, pca, explained = [], [], 0.0, [], [], []
-    stats = {name: [] for name in ("lss", "ed", "lss_windowed", "ed_windowed", "norms", "lss_raw", "ed_raw",
-                                   "lss_windowed_raw", "ed_windowed_raw", "norm_last_raw", "logit_entropy")}
+    stats = {name: [] for name in ("lss", "ed", "norms", "lss_raw", "ed_raw", "norm_last_raw", "logit_entropy")}
+    grams = []
     prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)
     abs_prompts = np.ones(len(token_ids), bool) if abs_prompts is None else np.asarray(abs_prompts, bool)
     if not abs_prompts.any():
@@ -155,10 +148,12 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         for suffix, traj in (("", normed), ("_raw", raw)):
             stats["lss" + suffix].append(line_shape_score(traj))
             stats["ed" + suffix].append(expodistance(traj))
-            stats["lss_windowed" + suffix].append(windowed(line_shape_score, traj, width=window))
-            stats["ed_windowed" + suffix].append(windowed(expodistance, traj, width=window))
-        stats["norms"].append(np.linalg.norm(normed, axis=-1))
-        stats["norm_last_raw"].append(np.linalg.norm(raw[-1], axis=-1))
+        # the L steps to x^L after the final norm, then the raw last step: both conventions' windows
+        units = np.concatenate([unit_steps(normed), unit_steps(raw[-2:])])  # (L + 1, T, d)
+        grams.append(pack_symmetric(unit_step_gram(units)).astype(np.float32))  # (T, (L + 1)(L + 2) / 2)
+        # float64: the windowed expodistance is computed from these alone (log-ratios of norms)
+        stats["norms"].append(np.linalg.norm(normed.astype(np.float64), axis=-1))
+        stats["norm_last_raw"].append(np.linalg.norm(raw[-1].astype(np.float64), axis=-1))
         stats["logit_entropy"].append(logit_entropy(model, raw))
         if p < pca_prompts:
             coords, ratio = trajectory_pca(normed if final_norm else raw, fit=pca_fit)
@@ -171,6 +166,7 @@ def checkpoint_coupling(model, token_ids, *, prompt_ids=None, Ks=(10, 30, 50), m
         "abs_coupling": (abs_sum / abs_prompts.sum()).astype(np.float32),
         "token_prompt": np.concatenate(token_prompt),
         **{name: np.concatenate(values, axis=-1) for name, values in stats.items()},
+        "step_gram": np.concatenate(grams),
         "pca": np.stack([np.pad(c, ((0, 0), (0, T_max - c.shape[1]), (0, 0)), constant_values=np.nan)
                          for c in pca]) if pca else np.zeros((0, 0, 0, 2)),
         "pca_explained": np.array(explained).reshape(-1, 2),

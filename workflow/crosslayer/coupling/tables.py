@@ -12,8 +12,10 @@ and before it (``_raw`` columns).
 import numpy as np
 import pandas as pd
 
+from crosslayer.coupling.regularity import unpack_symmetric, windowed_expodistance, windowed_line_shape
+
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
-           "regularity_across_models", "subset_fits", "summarize_steps"]
+           "regularity_across_models", "subset_fits", "summarize_steps", "windowed_regularity"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
@@ -21,10 +23,12 @@ TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L aft
 
 def load_checkpoint(path):
     """The arrays of one checkpoint's ``.coupling.npz`` as a dict (strings as Python lists)."""
-    with np.load(path) as data:
+    with open_npz(path) as data:
         out = {key: data[key] for key in data.files}
-    if "sources" not in out:  # tables keyed by source would silently pool every source
-        raise ValueError(f"{path} predates per-source coupling tables; re-run it: snakemake -R block_coupling")
+    for key, what in (("sources", "per-source coupling tables"),  # else every source silently pooled
+                      ("step_gram", "windowed statistics of any width")):
+        if key not in out:
+            raise ValueError(f"{path} predates {what}; re-run it: snakemake -R block_coupling")
     for key in ("prompt_ids", "variants", "sources", "metrics"):
         out[key] = [str(v) for v in out[key]]
     return out
@@ -61,7 +65,38 @@ def prompt_groups(data):
     return groups
 
 
-def summarize_steps(checkpoints, steps, *, metric):
+def windowed_regularity(data, *, width):
+    """Windowed line-shape score and expodistance of every token, both conventions for ``x^L``.
+
+    Parameters
+    ----------
+    data : dict
+        :func:`load_checkpoint`: ``step_gram``, ``norms`` and ``norm_last_raw``.
+    width : int
+        Odd window width (``coupling.window``).
+
+    Returns
+    -------
+    dict of (L + 1, N) ndarray
+        ``lss_windowed``, ``ed_windowed`` (x^L after the final norm), ``lss_windowed_raw``,
+        ``ed_windowed_raw`` (before it); NaN where the window does not fit.
+    """
+    L = data["norms"].shape[0] - 1
+    raw_steps = [*range(L - 1), L]  # the shared steps, then the one to the raw x^L
+    raw_norms = np.concatenate([data["norms"][:-1], data["norm_last_raw"][None]])
+    out = {"ed_windowed": windowed_expodistance(data["norms"], width=width),
+           "ed_windowed_raw": windowed_expodistance(raw_norms, width=width),
+           "lss_windowed": np.empty_like(data["norms"], dtype=np.float64),
+           "lss_windowed_raw": np.empty_like(data["norms"], dtype=np.float64)}
+    for start in range(0, data["step_gram"].shape[0], 4096):  # (4096, L + 1, L + 1) float64 at a time
+        chunk = slice(start, start + 4096)
+        gram = unpack_symmetric(data["step_gram"][chunk])
+        out["lss_windowed"][:, chunk] = windowed_line_shape(gram[:, :L, :L], width=width)
+        out["lss_windowed_raw"][:, chunk] = windowed_line_shape(gram[:, raw_steps][:, :, raw_steps], width=width)
+    return out
+
+
+def summarize_steps(checkpoints, steps, *, metric, window):
     """Tables over training of one model, each prompt group apart (:func:`prompt_groups`).
 
     Parameters
@@ -70,11 +105,14 @@ def summarize_steps(checkpoints, steps, *, metric):
         :func:`load_checkpoint` of each step, in the order of `steps`.
     steps : sequence of int
     metric : str
+    window : int
+        Width of the windowed statistics (:func:`windowed_regularity`).
 
     Returns
     -------
     dict of DataFrame
-        ``steps`` (step, source, variant, K: coupling mean / sd over prompts, LSS and ED median
+        ``prompts`` (step and :func:`checkpoint_prompts`); ``steps`` (step, source, variant, K:
+        coupling mean / sd over prompts, LSS and ED median
         and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step,
         variant, K, layer, other: mean and sd over prompts of the coupling of ``J^layer`` on the
         basis of ``other``); ``profile`` (step, source, variant, K, layer: Fig. 15); ``regularity``
@@ -83,10 +121,13 @@ def summarize_steps(checkpoints, steps, *, metric):
         token pairs of the first prompts).
     """
     rows = {name: [] for name in ("steps", "depthwise", "profile", "regularity", "tokenwise")}
+    per_prompt = []
     for step, data in zip(steps, checkpoints):
         m = data["metrics"].index(metric)
         M = -data["depthwise"][:, m].astype(np.float64)  # (P, n_K, L, L) coupling
         prompts = checkpoint_prompts(data, metric=metric)
+        per_prompt.append(prompts.assign(step=step)[["step", *prompts.columns]])
+        windows = windowed_regularity(data, width=window)
         for (source, variant), chosen in prompt_groups(data).items():
             tokens = chosen[data["token_prompt"]]
             rows["steps"] += _step_rows(data, prompts[chosen], tokens, step=step, source=source, variant=variant)
@@ -96,9 +137,10 @@ def summarize_steps(checkpoints, steps, *, metric):
                                      "coupling": value} for layer, value in enumerate(profile)]
             if source == "all":
                 rows["depthwise"] += _depthwise_rows(M[chosen], data["Ks"], step=step, variant=variant)
-                rows["regularity"] += _regularity_rows(data, tokens, step=step, variant=variant)
+                rows["regularity"] += _regularity_rows(data, windows, tokens, step=step, variant=variant)
         rows["tokenwise"] += _tokenwise_rows(data, m, step=step)
-    return {name: pd.DataFrame(table) for name, table in rows.items()}
+    return {"prompts": pd.concat(per_prompt, ignore_index=True),
+            **{name: pd.DataFrame(table) for name, table in rows.items()}}
 
 
 def _step_rows(data, prompts, tokens, **keys):
@@ -111,7 +153,7 @@ def _step_rows(data, prompts, tokens, **keys):
              "coupling_sd": prompts[f"coupling_K{K}"].std(ddof=1), **regularity} for K in data["Ks"]]
 
 
-def _regularity_rows(data, tokens, **keys):
+def _regularity_rows(data, windows, tokens, **keys):
     norms = {"": data["norms"][:, tokens], "_raw": np.concatenate([data["norms"][:-1, tokens],
                                                                    data["norm_last_raw"][None, tokens]])}
     rows = []
@@ -119,8 +161,8 @@ def _regularity_rows(data, tokens, **keys):
         row = {**keys, "depth": depth, "logit_entropy_median": np.median(data["logit_entropy"][depth, tokens])}
         for suffix in ("", "_raw"):
             row.update({f"norm{suffix}_median": np.median(norms[suffix][depth]),
-                        f"lss_windowed{suffix}_median": _nanmedian(data["lss_windowed" + suffix][depth, tokens]),
-                        f"ed_windowed{suffix}_median": _nanmedian(data["ed_windowed" + suffix][depth, tokens])})
+                        f"lss_windowed{suffix}_median": _nanmedian(windows["lss_windowed" + suffix][depth, tokens]),
+                        f"ed_windowed{suffix}_median": _nanmedian(windows["ed_windowed" + suffix][depth, tokens])})
         rows.append(row)
     return rows
 

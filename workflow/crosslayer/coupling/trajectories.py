@@ -1,31 +1,20 @@
-"""Token trajectories through the residual stream and their regularity (paper 002).
+"""Token trajectories through the residual stream (paper 002).
 
 A prompt of ``T`` tokens through ``L`` blocks gives, per token, the trajectory ``x^0 .. x^L``:
 ``x^l`` is the input of block ``l`` (``x^0`` the embeddings as the first block sees them), from
 hooks on the blocks themselves. Two conventions for ``x^L``: the paper's (eq. 7 counts the final
 norm in the last block; ``output_hidden_states[-1]`` in transformers 5), and the raw residual
-stream, the last block's output before the final norm.
-
-Regularity of one trajectory:
-
-* line-shape score ``LSS = L / ||x~^L - x~^0||`` with ``x~^0 = x^0`` and
-  ``x~^l = x~^{l-1} + (x^l - x^{l-1}) / ||x^l - x^{l-1}||``: 1 for collinear steps in one
-  direction, larger otherwise;
-* expodistance ``ED = Var_l(alpha) / Mean_l(alpha)^2`` with ``alpha_l = ln(||x^l|| / ||x^{l-1}||)``
-  and the *population* variance (ddof = 0): 0 for exact geometric growth of the norm. (The paper
-  calls it a coefficient of variation; it is the square of one.)
-
-Windowed versions take the sub-trajectory of ``width`` states centred at each depth (paper: 11);
-depths whose window does not fit are NaN.
+stream, the last block's output before the final norm. Their regularity statistics, numpy only:
+:mod:`crosslayer.coupling.regularity`.
 """
 
 import numpy as np
 import torch
 
+from crosslayer.coupling.regularity import as_trajectories
 from crosslayer.models.adapters import adapter_for
 
-__all__ = ["PCA_FITS", "expodistance", "line_shape_score", "logit_entropy", "record_trajectories", "trajectory_pca",
-           "windowed", "with_final_norm"]
+__all__ = ["PCA_FITS", "logit_entropy", "record_trajectories", "trajectory_pca", "with_final_norm"]
 
 
 def record_trajectories(model, input_ids, *, final_norm=False):
@@ -91,74 +80,6 @@ def with_final_norm(model, traj):
     return np.concatenate([traj[:-1], _final_norm_of(model, traj[-1]).cpu().numpy()[None]])
 
 
-def _as_traj(traj):
-    traj = np.asarray(traj, dtype=np.float64)
-    if traj.ndim < 2 or traj.shape[0] < 2:
-        raise ValueError(f"`traj` must be (n_states >= 2, ..., d), got shape {traj.shape}")
-    return traj
-
-
-def line_shape_score(traj):
-    """Line-shape score of trajectories.
-
-    Parameters
-    ----------
-    traj : (n, ..., d) array_like
-        States along depth first; any batch axes (e.g. tokens) in between.
-
-    Returns
-    -------
-    ndarray of shape ``traj.shape[1:-1]``
-        ``>= 1``; NaN where a step has zero length.
-    """
-    traj = _as_traj(traj)
-    steps = np.diff(traj, axis=0)
-    lengths = np.linalg.norm(steps, axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        unit = np.where(lengths > 0, steps / lengths, np.nan)
-        return (traj.shape[0] - 1) / np.linalg.norm(unit.sum(axis=0), axis=-1)
-
-
-def expodistance(traj):
-    """Expodistance ``Var(alpha) / Mean(alpha)^2`` (population variance) of trajectories.
-
-    Parameters
-    ----------
-    traj : (n, ..., d) array_like, n >= 3
-
-    Returns
-    -------
-    ndarray of shape ``traj.shape[1:-1]``
-        ``>= 0``; 0 for exact geometric growth; NaN for a zero state or a zero mean rate.
-    """
-    traj = _as_traj(traj)
-    if traj.shape[0] < 3:
-        raise ValueError(f"expodistance needs at least 3 states (2 rates), got {traj.shape[0]}")
-    norms = np.linalg.norm(traj, axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        alpha = np.diff(np.log(norms), axis=0)
-        return alpha.var(axis=0) / alpha.mean(axis=0) ** 2
-
-
-def windowed(statistic, traj, *, width=11):
-    """A trajectory statistic on the window of ``width`` states centred at each depth.
-
-    Returns
-    -------
-    ndarray of shape ``(n, *traj.shape[1:-1])``
-        Row ``l`` is the statistic of states ``l - width // 2 .. l + width // 2``; NaN where the
-        window does not fit.
-    """
-    traj = _as_traj(traj)
-    if width < 3 or width % 2 == 0:
-        raise ValueError(f"width must be an odd number >= 3, got {width}")
-    half = width // 2
-    out = np.full((traj.shape[0], *traj.shape[1:-1]), np.nan)
-    for centre in range(half, traj.shape[0] - half):
-        out[centre] = statistic(traj[centre - half : centre + half + 1])
-    return out
-
-
 def logit_entropy(model, traj):
     """Entropy (nats) of the next-token distribution each state gives through the model's own final
     norm and output head, the logit lens (paper Fig. 26, last row); the last raw state's is the
@@ -213,7 +134,7 @@ def trajectory_pca(traj, *, n_components=2, fit="last"):
     """
     if fit not in PCA_FITS:
         raise ValueError(f"`fit` must be one of {PCA_FITS}, got {fit!r}")
-    traj = _as_traj(traj)
+    traj = as_trajectories(traj)
     if traj.ndim != 3:
         raise ValueError(f"`traj` must be (n_states, T, d), got shape {traj.shape}")
     X = traj.reshape(-1, traj.shape[-1])

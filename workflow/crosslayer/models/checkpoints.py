@@ -42,6 +42,7 @@ from crosslayer.files import (
     sha256,
     stat,
     stat_cache_path,
+    trusted_stat,
     write_json_atomically,
 )
 
@@ -267,9 +268,9 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
         Commit hash of a hub checkpoint; defaults to the name of the snapshot directory,
         which is the commit huggingface_hub resolved ``revision`` to.
     stat_cache : bool, default=True
-        Also record each file's size and mtime in :func:`stat_cache_path` (not in the manifest,
-        whose bytes depend only on the content), so that :func:`verified_manifest` hashes a
-        file again only when its size or mtime changed.
+        Also record each file's :func:`crosslayer.files.stat` in :func:`stat_cache_path` (not in
+        the manifest, whose bytes depend only on the content), so that :func:`verified_manifest`
+        hashes a file again only when its size, mtime, ctime or inode changed.
 
     Returns
     -------
@@ -307,9 +308,10 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     }
     stats = {}
     for name, path in checkpoint_files(checkpoint_dir):
-        before = stat(path)
+        before = stat(path)  # before the hash: a change while hashing shows at the next look
         manifest["files"][name] = sha256(path)
-        stats[name] = [*before, manifest["files"][name]]
+        if trusted_stat(path, now=before):
+            stats[name] = [*before, manifest["files"][name]]
     write_json_atomically(out_path, manifest)
     if stat_cache:
         write_json_atomically(stat_cache_path(out_path), stats)
@@ -327,9 +329,9 @@ def _recorded_path(checkpoint_dir, manifest_path):
 def verified_manifest(path):
     """Read a manifest and check that its checkpoint still holds the files it recorded.
 
-    Every job that reads a checkpoint starts here. Cheap: a file whose size and mtime are those
-    seen at the last verification (or registration) is not read again; any other is hashed in
-    full, and the stat cache is updated when its content is unchanged.
+    Every job that reads a checkpoint starts here. Cheap: a file whose size, mtime, ctime and inode
+    are those seen at the last verification (or registration) is not read again; any other is
+    hashed in full, and the stat cache is updated when its content is unchanged.
 
     Returns
     -------
@@ -355,8 +357,8 @@ def verify_manifest(manifest, *, stat_cache=None, manifest_path=None):
     ----------
     manifest : dict
     stat_cache : str or Path, optional
-        JSON file of ``{name: [size, mtime_ns, sha256]}`` (see :func:`stat_cache_path`): files
-        whose size and mtime match it, with the manifest's sha256, are not hashed again.
+        JSON file of ``{name: [*stat, sha256]}`` (see :func:`stat_cache_path`): files whose
+        :func:`crosslayer.files.stat` matches it, with the manifest's sha256, are not hashed again.
         Without it every file is hashed.
     manifest_path : str or Path, optional
         Named in the advice of the error.
