@@ -37,6 +37,8 @@
             (boundary coupling: Cohen's d of 2 x 10% of d units; Spearman: 31 layer pairs), and
             of one layer's statistics (mesoscale test with 100 random partitions + boundary
             coupling).
+``digests`` what checking checkpoints' sha256 digests costs a finished run (full hashes, stat checks,
+            against the run's job-seconds) and a 7B checkpoint (from the sha256 GB/s measured here).
 ``scale``   paper-scale rehearsal of paper 004 on a random Llama-3.1-8B-shaped stack (d 4096,
             d_ff 14336, GQA 32/8), built a few layers deep: seconds of every dynamics and
             topology stage on real shapes, projected to 32 layers x 1,000 samples x 3
@@ -45,6 +47,7 @@
 
 import argparse
 
+from bench.digests import bench_digests
 from bench.jacobians import SCALE_STAGES, bench_coupling, bench_jacobian, bench_scale
 from bench.jobs import bench_jobs
 from bench.topology import bench_permutation, bench_topology
@@ -110,6 +113,9 @@ def _parser():
     scale.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     scale.add_argument("--threads", type=int, default=None)
     scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=list(SCALE_STAGES))
+    dig = sub.add_parser("digests")
+    dig.add_argument("--run", default=".", help="a finished run's working directory")
+    dig.add_argument("--seconds", type=float, default=None, help="the run's wall time, to compare with")
     perm = sub.add_parser("permutation")
     perm.add_argument("--sizes", type=int, nargs="+", default=[576, 1024, 4096])
     perm.add_argument("--n-permutations", type=int, default=5000)
@@ -147,6 +153,8 @@ def main(argv=None):
                     layers=args.layers, samples=args.samples, tokens=args.tokens, full_layers=args.full_layers,
                     full_samples=args.full_samples, checkpoints=args.checkpoints, device=args.device,
                     threads=args.threads, stages=args.stages)
+    if args.what == "digests":
+        bench_digests(args.run, args.seconds)
     if args.what == "permutation":
         bench_permutation(sizes=args.sizes, n_permutations=args.n_permutations, repeat=args.repeat,
                           communities=args.communities)

@@ -110,9 +110,10 @@ def bench_continuity(d_model=4096, n_layers=3, d_ff=14336, n_heads=32, n_kv_head
         ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads,
                                           n_kv_heads=n_kv_heads, family="llama")
         size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
-        measured = _measure(ckpt, threads, "from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint",
+        measured = _measure(ckpt, threads, "from crosslayer.continuity.measure import PROJECTIONS, continuity_checkpoint\n"
+                            "from crosslayer.continuity.statistics import checkpoint_summary",
                             f"checkpoint_summary(continuity_checkpoint(manifest, device={device!r}), "
-                            f"n_components={min(3, n_layers - 1)}, draws=1000)")
+                            f"projections=PROJECTIONS, n_components={min(3, n_layers - 1)}, draws=1000)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mib = {key: value / 1024 for key, value in measured.items() if key != "seconds"}

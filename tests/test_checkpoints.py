@@ -438,6 +438,17 @@ def test_changed_checkpoint_catches_any_replacement_whatever_its_mtime(registere
     assert changed_checkpoint(out.parent / "no_such_manifest.json") is None  # nothing registered: nothing to redo
 
 
+def test_snakemakes_directory_marker_is_not_part_of_a_checkpoint(registered):
+    # An untrained twin is a directory() output, into which Snakemake writes its marker after the
+    # job: counted as an added file, it re-registered the twin on every run (issue 39)
+    from crosslayer.files import changed_checkpoint, checkpoint_files
+
+    out, checkpoint = registered
+    (checkpoint / ".snakemake_timestamp").touch()
+    assert ".snakemake_timestamp" not in dict(checkpoint_files(checkpoint))
+    assert changed_checkpoint(out) is None
+
+
 def _flip_last_byte(path):
     data = bytearray(Path(path).read_bytes())
     data[-1] ^= 1

@@ -8,16 +8,18 @@ from tiny_families import tiny_model
 
 from crosslayer.continuity.measure import (
     PROJECTIONS,
-    adjacent_cosines,
     checkpoint_continuity,
+    ov_composite,
+    stack_continuity,
+    weighted_alignment,
+)
+from crosslayer.continuity.statistics import (
+    adjacent_cosines,
     checkpoint_summary,
     expected_abs_cosine,
-    ov_composite,
     principal_pca,
     random_evr_baseline,
     sign_aligned,
-    stack_continuity,
-    weighted_alignment,
 )
 
 
@@ -38,7 +40,7 @@ def _run(mats, **kw):
 
 
 def _table(result, **kw):
-    return checkpoint_summary(result, **kw)[0]
+    return checkpoint_summary(result, projections=PROJECTIONS, **kw)[0]
 
 
 def _reference(mats):
@@ -195,7 +197,7 @@ def test_absent_projection_is_reported_not_zero():
     assert list(table.index) == list(PROJECTIONS)
     assert not table.loc["gate", "present"] and np.isnan(table.loc["gate", "u1"])
     assert table.loc["up", "present"] and table.loc["up", "u1"] > 0
-    _, arrays = checkpoint_summary(result, draws=5)
+    _, arrays = checkpoint_summary(result, projections=PROJECTIONS, draws=5)
     assert arrays["up.pca_v"].shape == (6, 3) and arrays["up.cos_u"].shape == (5,) and "gate.cos_u" not in arrays
     with pytest.raises(ValueError, match="unknown projection"):
         checkpoint_continuity(lambda layer: {}, 2, projections=("qk",))

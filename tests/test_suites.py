@@ -34,6 +34,17 @@ def planned_jobs(output):
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 
 
+def save_tokenizer(path):
+    """A word-level tokenizer beside a checkpoint: a local one is refused for the stages that tokenize
+    text without one."""
+    import transformers as T
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    backend = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    T.PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]").save_pretrained(path)
+
+
 def test_dynamics_suite_checkpoints():
     """The hub revisions the paper-004 suite asks for (names unverifiable offline: see its comments)."""
     models = yaml.safe_load((SUITES / "dynamics.yaml").read_text())["models"]
@@ -158,6 +169,7 @@ def test_the_own_models_overlay_runs_the_default_analyses_on_those_models_only(t
                            vocab_size=101)  # deep and wide enough for the default's settings
     for step in (1000, 2000):  # the overlay's relative paths, under the working directory
         T.LlamaForCausalLM(config).save_pretrained(tmp_path / f"checkpoints/my-model/step{step}")
+        save_tokenizer(tmp_path / f"checkpoints/my-model/step{step}")
     jobs = planned_jobs(dry_run(tmp_path, ROOT / "config" / "config.yaml", overlay))
     assert jobs["register_checkpoint"] == 2 and jobs["mlp_alignment"] == jobs["block_jacobians"] == 2
     assert jobs["projection_continuity"] == jobs["block_coupling"] == 2
@@ -184,6 +196,7 @@ def test_a_model_takes_part_in_the_analyses_it_names_and_an_encoder_is_refused_b
                                    vocab_size=101)).save_pretrained(tmp_path / "bert")
     T.LlamaForCausalLM(T.LlamaConfig(hidden_size=64, num_hidden_layers=8, num_attention_heads=4, intermediate_size=128,
                                      vocab_size=101)).save_pretrained(tmp_path / "llama")
+    save_tokenizer(tmp_path / "llama")  # the activation stages tokenize text; the encoder's weight stages do not
     models = {"bert": {"source": "local", "checkpoints": {"1": str(tmp_path / "bert")}},
               "llama": {"source": "local", "checkpoints": {"1": str(tmp_path / "llama")}}}
     overlay = tmp_path / "mixed.yaml"

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from crosslayer.continuity.measure import checkpoint_continuity, checkpoint_summary, stack_continuity
+from crosslayer.continuity.measure import PROJECTIONS, checkpoint_continuity, stack_continuity
+from crosslayer.continuity.statistics import checkpoint_summary
 from crosslayer.continuity.toy import TOY_ACTIVATIONS, ToyConfig, ToyMLP, radial, train_toy
 
 
@@ -68,7 +69,7 @@ def test_stack_continuity_matches_the_streaming_path():
     stack = torch.randn(6, 12, 9, generator=torch.Generator().manual_seed(1))
     batched = stack_continuity(stack)
     streamed = checkpoint_continuity(lambda layer: {"q": stack[layer]}, 6, projections=("q",))
-    table = checkpoint_summary(streamed, draws=5)[0].set_index("projection").loc["q"]
+    table = checkpoint_summary(streamed, projections=PROJECTIONS, draws=5)[0].set_index("projection").loc["q"]
     for key in ("u1", "v1", "wa_u", "wa_v", "erank"):
         assert batched[key] == pytest.approx(float(table[key]), rel=1e-5)
     assert math.isnan(stack_continuity(torch.zeros(3, 4, 4))["u1"])

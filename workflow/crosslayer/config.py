@@ -13,7 +13,8 @@ __all__ = [
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
-    "dataset_keys", "DATASETS_EXTRA",
+    "dataset_keys", "DATASETS_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
+    "corpus_params", "samples_params", "mnist_params",
 ]
 
 
@@ -173,6 +174,19 @@ def dataset_keys(config):
     return keys
 
 
+#: How to install the optional ``torchvision`` package that ``toy.data.source: torchvision`` needs.
+TORCHVISION_EXTRA = ("pip install -e '.[torchvision]' in the clone (or 'crosslayer[torchvision]'); or use "
+                     "toy.data.source: package (offline, 5,000 digits) or directory")
+
+
+def torchvision_keys(config):
+    """The settings that ask for torchvision's MNIST download, as dotted keys: they need the optional
+    ``torchvision`` package (:data:`TORCHVISION_EXTRA`); the embedded default asks for none."""
+    toy = config.get("toy", {})
+    wanted = toy.get("activate", True) and toy.get("runs") and toy.get("data", {}).get("source") == "torchvision"
+    return ["toy.data.source"] if wanted else []
+
+
 def cuda_settings(config):
     """The ``device`` settings that ask for CUDA, as dotted keys (e.g. ``dynamics.device``)."""
     blocks = {name: config.get(name) for name in ("train", "alignment", "dynamics", "coupling", "continuity")}
@@ -183,6 +197,9 @@ def cuda_settings(config):
 
 #: Per-model stages (``models.<id>.analyses``); the first two read weights only.
 ANALYSES = ("alignment", "continuity", "coupling", "dynamics", "topology")
+#: The stages whose jobs tokenize text with the checkpoint's own tokenizer (topology reads the
+#: dynamics stage's activations).
+TOKENIZING_STAGES = ("coupling", "dynamics", "topology")
 
 
 def model_analyses(config, model):
@@ -208,7 +225,7 @@ def selected_models(config):
     return {name: config["models"][name] for name in names}
 
 
-def check_config(config, sizes=None, families=None):
+def check_config(config, sizes=None, families=None, contexts=None, untokenized=None):
     """Raise ValueError naming the key for values the schema cannot judge alone.
 
     Parameters
@@ -224,6 +241,13 @@ def check_config(config, sizes=None, families=None):
         Model id -> ``(model_type, supported analyses, why not the others)`` of models whose family
         is known from their config.json (an encoder such as BERT supports the weight analyses
         only; a family run by the generic path everything but topology).
+    contexts : dict, optional
+        Model id -> the longest sequence its config.json allows (None: no limit) of models whose
+        checkpoints were read; trained models' is their ``train.context``. ``coupling.prompts.max_tokens``
+        must not exceed it (hub models: checked in their coupling jobs).
+    untokenized : dict, optional
+        Model id -> ``{step: directory}`` of its read checkpoints that hold no tokenizer files: refused
+        when the model takes part in a stage that tokenizes text (:data:`TOKENIZING_STAGES`).
     """
     for name, (model_type, supported, limits) in (families or {}).items():
         other = [a for a in model_analyses(config, name) if a not in supported]
@@ -232,6 +256,8 @@ def check_config(config, sizes=None, families=None):
             raise ValueError(
                 f"models.{name}.analyses: {model_type} {limits}, so the {', '.join(other)} stage(s) cannot run on "
                 f"it; set models.{name}.analyses: {allowed}")
+    for name, missing in (untokenized or {}).items():
+        _check_tokenizer(config, name, missing)
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         analyses = cfg.get("analyses") or ANALYSES
@@ -267,6 +293,8 @@ def check_config(config, sizes=None, families=None):
         if coupling["scores"]:
             read_scores(coupling["scores"], models=config["models"])
         _check_prompt_length(coupling)
+        _check_cot_sources(coupling.get("prompts", {}))
+        _check_context(config, contexts)
     toy = config["toy"]
     if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
         raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
@@ -290,7 +318,12 @@ def check_config(config, sizes=None, families=None):
             raise ValueError(f"continuity.pca_components: {config['continuity']['pca_components']} must be below the "
                              f"{settings['n_layers']} layers of the transformer ablations")
     if config.get("across_papers", {}).get("activate"):
-        across_papers_settings(config)
+        settings = across_papers_settings(config)
+        if (settings.get("coupling_variant") == "cot" and "coupling" in settings["measures"]
+                and models_for(config, "coupling") and not coupling.get("prompts", {}).get("cot")):
+            raise ValueError("across_papers.coupling_variant: cot, but coupling.prompts.cot is empty: no prompt has "
+                             "the CoT variant, so every coupling column would be empty; set coupling.prompts.cot "
+                             "(a list of prompt sources, or true for all), or across_papers.coupling_variant: plain")
 
 
 def across_papers_settings(config):
@@ -355,6 +388,70 @@ def _check_prompt_length(coupling):
     if token_wise.get("prompts") and token_wise.get("tokens", 0) > cut:
         raise ValueError(f"coupling.token_wise.tokens: {token_wise['tokens']} is more than the {cut} tokens "
                          "coupling.prompts.max_tokens leaves in a prompt; lower it or raise max_tokens")
+
+
+def _check_tokenizer(config, name, missing):
+    """A read checkpoint without tokenizer files fails the first job of a stage that tokenizes text."""
+    stages = [a for a in model_analyses(config, name) if a in TOKENIZING_STAGES]
+    if not missing or not stages:
+        return
+    (step, path), *others = sorted(missing.items())
+    more = f" (and step(s) {[s for s, _ in others]})" if others else ""
+    weight_only = [a for a in model_analyses(config, name) if a not in TOKENIZING_STAGES]
+    raise ValueError(f"models.{name}.checkpoints: step {step} ({path}) holds no tokenizer files{more}, and the "
+                     f"{', '.join(stages)} stage(s) tokenize text with the checkpoint's own tokenizer: save it beside "
+                     f"the weights (tokenizer.save_pretrained of that directory), or set models.{name}.analyses: "
+                     f"{weight_only}")
+
+
+def _check_cot_sources(prompts):
+    """Each source ``coupling.prompts.cot`` names must give prompts: ``file`` a prompt file, ``corpus``
+    corpus paragraphs, any other name a dataset's label (else ``prepare_prompts`` refuses it, after
+    the models are trained)."""
+    cot = prompts.get("cot", False)
+    if cot is True or not cot:
+        return
+    labels = [spec.get("label") or spec.get("path") for spec in prompts.get("datasets", [])]
+    sources = ["file"] * bool(prompts.get("file")) + ["corpus"] * bool(prompts.get("corpus_paragraphs")) + labels
+    for source in cot:
+        if source in sources:
+            continue
+        if source == "file":
+            raise ValueError("coupling.prompts.cot: names file, but coupling.prompts.file is null (no prompt file): "
+                             "set coupling.prompts.file, or remove file from coupling.prompts.cot")
+        if source == "corpus":
+            raise ValueError("coupling.prompts.cot: names corpus (as the embedded default does), but "
+                             "coupling.prompts.corpus_paragraphs is 0 (no corpus prompts): set corpus_paragraphs "
+                             f"above 0, or set coupling.prompts.cot to sources of the prompt set {sources} (or false)")
+        raise ValueError(f"coupling.prompts.cot: {source!r} is not a source of the prompt set {sources}: no "
+                         f"coupling.prompts.datasets entry is labelled {source!r}; add one, or remove {source!r} "
+                         "from coupling.prompts.cot")
+
+
+def _check_context(config, contexts):
+    """Prompts cut to ``coupling.prompts.max_tokens`` must fit each coupling model's context, where
+    it is known before any job (trained models, and `contexts`); hub models' in the job."""
+    cut = config["coupling"].get("prompts", {}).get("max_tokens")
+    if cut is None:
+        return
+    known = {name: (context, "its config.json") for name, context in (contexts or {}).items()}
+    for name, cfg in config["models"].items():
+        if cfg["source"] == "train" and train_settings(config, name).get("context") is not None:
+            known[name] = (train_settings(config, name)["context"], f"models.{name}.train.context or train.context")
+    too_short = sorted((context, name, where) for name, (context, where) in known.items()
+                       if context is not None and cut > context and "coupling" in model_analyses(config, name))
+    if too_short:
+        context, name, where = too_short[0]
+        check_max_tokens(cut, context, model=name, where=where)
+
+
+def check_max_tokens(cut, context, *, model, where="its config.json"):
+    """Raise ValueError naming ``coupling.prompts.max_tokens`` when prompts cut to `cut` tokens can still
+    be longer than a model's `context` (None: no limit); `where` says where the context comes from."""
+    if cut is not None and context is not None and cut > context:
+        raise ValueError(f"coupling.prompts.max_tokens: {cut} is more than the context of models.{model}, {context} "
+                         f"tokens ({where}), so a prompt cut to it can still be too long for the model; lower it "
+                         f"to {context} or less")
 
 
 def _check_heads(settings, key):
@@ -428,3 +525,32 @@ def read_scores(path, *, models):
         raise ValueError(f"coupling.scores: {path} has no score for model(s) {missing}; add a row per configured "
                          "model (column model holds the id used under models:)")
     return scores
+
+
+# The settings a data-preparing rule passes as params: only those its source reads, so that a key
+# of a source not selected (a dataset's path under an offline source) re-runs nothing downstream.
+
+
+def corpus_params(corpus):
+    """prepare_corpus's settings of the ``corpus`` block: the dataset's only for ``source: dataset``;
+    the vocabulary size to train a tokenizer, or the tokenizer and its revision."""
+    out = {"source": corpus["source"], "max_chars": corpus["max_chars"], "tokenizer": corpus["tokenizer"]}
+    if corpus["source"] == "dataset":
+        out["dataset"] = corpus["dataset"]
+    if corpus["tokenizer"] is None:
+        out["vocab_size"] = corpus["vocab_size"]
+    else:
+        out["tokenizer_revision"] = corpus["tokenizer_revision"]
+    return out
+
+
+def samples_params(samples):
+    """prepare_samples's settings of ``dynamics.samples``: the dataset's only for ``source: dataset``."""
+    return {key: value for key, value in samples.items() if key != "dataset" or samples["source"] == "dataset"}
+
+
+def mnist_params(data):
+    """prepare_mnist's settings of ``toy.data``: the split's (test_fraction, seed) for the shipped
+    digits, the directory for the others."""
+    keep = ("test_fraction", "seed") if data["source"] == "package" else ("directory",)
+    return {"source": data["source"], **{key: data.get(key) for key in keep}}

@@ -1,7 +1,7 @@
 """Errors a user can act on (each names the model, revision and file involved), and the one warning the
 analyses give about usable but degenerate input."""
 
-__all__ = ["CheckpointError", "DegenerateInputWarning"]
+__all__ = ["CheckpointError", "CorruptFileError", "DegenerateInputWarning"]
 
 
 class CheckpointError(RuntimeError):
@@ -28,6 +28,17 @@ class CheckpointError(RuntimeError):
             revision=self.revision or revision,
             file=self.file or file,
         )
+
+
+class CorruptFileError(RuntimeError):
+    """An input file of a job is truncated or corrupt (a full disk, a copy cut short): the message names
+    it and says how to have it made again, which Snakemake does not do by itself (the file is there,
+    and no newer than its inputs)."""
+
+    def __init__(self, path, reason):
+        self.path = str(path)
+        super().__init__(f"{path} is truncated or corrupt ({reason}): delete it and run snakemake again, which "
+                         f"remakes it with the job that wrote it (or run snakemake --force {path})")
 
 
 class DegenerateInputWarning(UserWarning):

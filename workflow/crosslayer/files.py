@@ -21,8 +21,14 @@ log = logging.getLogger(__name__)
 STAT_CACHE_DIR = Path(".crosslayer") / "stat"
 
 
+#: The marker Snakemake writes into a directory() output (an untrained twin's, or a user's own
+#: workflow's checkpoint): not part of the checkpoint, and rewritten by every run that makes it.
+SNAKEMAKE_MARKER = ".snakemake_timestamp"
+
+
 def checkpoint_files(directory):
-    """Every regular file under a directory, links followed (hub cache files link to blobs/).
+    """Every regular file under a directory, links followed (hub cache files link to blobs/), but
+    Snakemake's marker (:data:`SNAKEMAKE_MARKER`).
 
     Returns
     -------
@@ -34,7 +40,7 @@ def checkpoint_files(directory):
     for root, _, names in os.walk(directory, followlinks=True):
         for name in names:
             path = Path(root, name)
-            if path.is_file():
+            if path.is_file() and name != SNAKEMAKE_MARKER:
                 found.append((path.relative_to(directory).as_posix(), path))
     return sorted(found)
 

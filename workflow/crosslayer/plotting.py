@@ -24,12 +24,17 @@ def set_step_axis(ax, steps, *, max_ticks=12, min_ratio=1.75):
     """Training steps on a log-like axis that still shows step 0 (symlog, linear below the first
     positive step), ticked at the checkpoints themselves when there are few; a checkpoint within
     a factor `min_ratio` of the next labelled one gets a tick without a label, so labels never
-    collide."""
-    steps = sorted(int(s) for s in steps)
+    collide. A single checkpoint (a user's one final step) sits in the middle of a linear axis
+    (half its step either side; ±1 at step 0): identical limits would be singular."""
+    steps = sorted({int(s) for s in steps})
     positive = [s for s in steps if s > 0]
-    if positive:
-        ax.set_xscale("symlog", linthresh=min(positive), linscale=0.5)
-    ax.set_xlim(steps[0], steps[-1])
+    if len(steps) == 1:
+        half = max(steps[0] / 2, 1)
+        ax.set_xlim(steps[0] - half, steps[0] + half)
+    else:
+        if positive:
+            ax.set_xscale("symlog", linthresh=min(positive), linscale=0.5)
+        ax.set_xlim(steps[0], steps[-1])
     if len(steps) <= max_ticks:
         labels, last = {}, None
         for step in reversed(steps):  # from the final step back, so it is always labelled

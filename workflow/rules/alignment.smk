@@ -20,7 +20,6 @@ rule mlp_alignment:
         k=ALIGNMENT["k"],
         svd_method=ALIGNMENT["svd_method"],
         gap_tol=ALIGNMENT["gap_tol"],
-        device=ALIGNMENT["device"],
     script:
         "../scripts/mlp_alignment.py"
 

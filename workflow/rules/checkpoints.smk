@@ -17,7 +17,7 @@ rule prepare_corpus:
     conda:
         "../../envs/train.yaml"
     params:
-        **config["corpus"],
+        **cfg.corpus_params(config["corpus"]),
     script:
         "../scripts/prepare_corpus.py"
 

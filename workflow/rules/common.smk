@@ -44,16 +44,19 @@ except ValueError as err:
 
 
 def local_models():
-    """``(sizes, families, gated)`` of the `source: local` models, from their checkpoints'
-    config.json files, which are on disk: n_layers, d_model, d_ff per model; its model_type, the
-    stages its family supports and why not the others; whether the MLP is gated. A config.json the
+    """``(sizes, families, gated, contexts, untokenized)`` of the `source: local` models, from their
+    checkpoints' config.json files, which are on disk: n_layers, d_model, d_ff per model; its
+    model_type, the stages its family supports and why not the others; whether the MLP is gated;
+    its context length; the steps whose directory holds no tokenizer files. A config.json the
     adapters cannot read (missing, unparsable, or a model_type neither adapted nor a transformers
     causal decoder) stops the run here, on the console."""
-    sizes, families, gated = {}, {}, {}
+    sizes, families, gated, contexts, untokenized = {}, {}, {}, {}, {}
     for name, entry in config["models"].items():
         if entry["source"] != "local":
             continue
         from crosslayer.models.weights import checkpoint_adapter  # imports transformers: only when needed
+        from crosslayer.models.loading import TOKENIZER_FILES
+        from crosslayer.coupling.checkpoint import context_length
         from crosslayer.errors import CheckpointError
 
         try:  # every step's config.json, so that none fails in a job instead
@@ -65,13 +68,16 @@ def local_models():
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
         families[name] = (geometry.model_type, adapter.analyses, adapter.limits)
         gated[name] = geometry.gated_mlp
-    return sizes, families, gated
+        contexts[name] = context_length(adapter.config)
+        untokenized[name] = {step: path for step, path in cfg.local_checkpoints(entry).items()
+                             if not any((Path(path) / file).is_file() for file in TOKENIZER_FILES)}
+    return sizes, families, gated, contexts, untokenized
 
 
 try:
-    sizes, families, GATED = local_models()
+    sizes, families, GATED, contexts, untokenized = local_models()
     GATED |= {m: entry["arch"] == "llama" for m, entry in config["models"].items() if entry["source"] == "train"}
-    cfg.check_config(config, sizes=sizes, families=families)
+    cfg.check_config(config, sizes=sizes, families=families, contexts=contexts, untokenized=untokenized)
 except ValueError as err:
     raise WorkflowError(f"Invalid config: {err}") from None
 
@@ -135,6 +141,14 @@ onstart:
                 job.rule.name.endswith(tuple(readers)) for job in workflow.dag.needrun_jobs()):
             raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "
                                 f"the optional package 'datasets': {cfg.DATASETS_EXTRA}")
+    # Likewise torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
+    if (keys := cfg.torchvision_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+        import importlib.util
+
+        if importlib.util.find_spec("torchvision") is None and any(
+                job.rule.name.endswith("prepare_mnist") for job in workflow.dag.needrun_jobs()):
+            raise WorkflowError(f"Invalid config: {', '.join(keys)}: torchvision asks for the optional package "
+                                f"'torchvision', which is not installed: {cfg.TORCHVISION_EXTRA}")
 
 
 wildcard_constraints:
@@ -186,11 +200,13 @@ def get_hub_checkpoint(wildcards):
 
 
 def get_checkpoint_dir(wildcards):
-    """The directory register_checkpoint describes: a trained model's step or a local directory."""
+    """The directory register_checkpoint describes: a trained model's step or a local directory;
+    None for the untrained twin's step 0, which build_untrained makes (ruleorder): Snakemake still
+    builds register_checkpoint's candidate job for it, and an error here would be printed."""
     entry = MODELS[wildcards.model]
     if entry["source"] == "train":
         return f"results/train/{wildcards.model}/step{wildcards.step}"
-    return cfg.local_checkpoints(entry)[int(wildcards.step)]
+    return cfg.local_checkpoints(entry).get(int(wildcards.step))
 
 
 def untrained_models():
@@ -219,6 +235,8 @@ def get_checkpoint_inputs(wildcards):
     if MODELS[wildcards.model]["source"] == "train":
         return f"results/train/{wildcards.model}"
     directory = get_checkpoint_dir(wildcards)
+    if directory is None:  # the twin's step: not this rule's
+        return []
     return [str(path) for _, path in checkpoint_files(directory)] or directory
 
 
@@ -308,7 +326,7 @@ def get_prompt_file():
     return str(WORKFLOW_ROOT / path)
 
 
-COUPLING_TABLES = ["steps", "depthwise", "profile", "regularity", "tokenwise"]  # see summarize_coupling
+COUPLING_TABLES = ["prompts", "steps", "depthwise", "profile", "regularity", "tokenwise"]  # see summarize_coupling
 
 COUPLING_FIGURES = [
     "depthwise",
@@ -354,8 +372,8 @@ def get_across_papers_inputs(wildcards):
         inputs |= {"adjacent": rules.summarize_alignment.output.adjacent.format(model=model),
                    "alignment_baseline": rules.summarize_alignment.output.baseline.format(model=model)}
     if "continuity" in analyses:
-        inputs |= {"continuity_npz": per_step(rules.projection_continuity.output.npz),
-                   "continuity_tables": per_step(rules.projection_continuity.output.table)}
+        inputs |= {"continuity_npz": per_step(rules.continuity_statistics.output.npz),
+                   "continuity_tables": per_step(rules.continuity_statistics.output.table)}
     if "coupling" in analyses:
         inputs["depthwise"] = f"results/coupling/{model}/depthwise.tsv"
     if model in models_for("dynamics"):
@@ -398,11 +416,16 @@ def get_final_output():
         "boundary_trajectories",
         "pairwise",
     ]  # see plot_alignment
+    # A stage's tables and figures over all models only where some model takes the stage (a run
+    # of models that all leave it out of their `analyses` asks for none of its outputs).
     return [
-        "results/alignment/table1.tsv",
-        *expand(
-            "results/figures/alignment/adjacent_mean_all_models.{ext}",
-            ext=["png", "pdf"],
+        *(
+            [
+                "results/alignment/table1.tsv",
+                *expand("results/figures/alignment/adjacent_mean_all_models.{ext}", ext=["png", "pdf"]),
+            ]
+            if models_for("alignment")
+            else []
         ),
         *expand("results/checkpoints/{model}/duplicate_steps.tsv", model=MODELS),
         *(["results/alignment/gated.tsv"] if gated_models() else []),
@@ -428,7 +451,7 @@ def get_final_output():
                     ext=["png", "pdf"],
                 ),
             ]
-            if config["dynamics"]["activate"]
+            if models_for("dynamics")
             else []
         ),
         *(
@@ -446,7 +469,7 @@ def get_final_output():
                     ext=["png", "pdf"],
                 ),
             ]
-            if config["coupling"]["activate"]
+            if models_for("coupling")
             else []
         ),
         *(
@@ -459,7 +482,7 @@ def get_final_output():
                     ext=["png", "pdf"],
                 ),
             ]
-            if config["continuity"]["activate"]
+            if models_for("continuity")
             else []
         ),
         *(
@@ -503,7 +526,7 @@ def get_final_output():
                     ext=["png", "pdf"],
                 ),
             ]
-            if config["topology"]["activate"]
+            if models_for("topology")
             else []
         ),
     ]

@@ -2,12 +2,13 @@
 CONTINUITY = config["continuity"]
 
 
+# The SVDs (the expensive part: minutes per layer at 8B on a CPU) depend only on the projections;
+# the statistics over them are a rule of their own, so that changing one re-runs no SVD.
 rule projection_continuity:
     input:
         manifest="results/checkpoints/{model}/step{step}.json",
     output:
-        npz="results/continuity/{model}/step{step}.npz",
-        table="results/continuity/{model}/step{step}.tsv",
+        svd="results/continuity/{model}/step{step}.svd.npz",
     log:
         "logs/projection_continuity/{model}/step{step}.log",
     benchmark:
@@ -19,13 +20,29 @@ rule projection_continuity:
         gpu=get_gpu_request(CONTINUITY["device"]),
     params:
         projections=CONTINUITY["projections"],
+    script:
+        "../scripts/projection_continuity.py"
+
+
+rule continuity_statistics:
+    input:
+        svd=rules.projection_continuity.output.svd,
+    output:
+        npz="results/continuity/{model}/step{step}.npz",
+        table="results/continuity/{model}/step{step}.tsv",
+    log:
+        "logs/continuity_statistics/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/continuity_statistics/{model}/step{step}.tsv"
+    conda:
+        "../../envs/weights.yaml"  # projection_continuity's (effective_rank may import torch for wide operators)
+    params:
         erank_power=CONTINUITY["erank_power"],
         pca_components=CONTINUITY["pca_components"],
         baseline_draws=CONTINUITY["baseline_draws"],
         seed=CONTINUITY["seed"],
-        device=CONTINUITY["device"],
     script:
-        "../scripts/projection_continuity.py"
+        "../scripts/continuity_statistics.py"
 
 
 rule summarize_continuity:

@@ -50,7 +50,6 @@ rule block_coupling:
         final_norm=COUPLING["final_norm"],
         example_prompt=COUPLING["example_prompt"],
         max_tokens=PROMPTS["max_tokens"],
-        device=COUPLING["device"],
     script:
         "../scripts/block_coupling.py"
 

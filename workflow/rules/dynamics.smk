@@ -19,7 +19,7 @@ rule prepare_samples:
     conda:
         "../../envs/samples.yaml"
     params:
-        samples=SAMPLES,
+        samples=cfg.samples_params(SAMPLES),
     script:
         "../scripts/prepare_samples.py"
 
@@ -46,7 +46,6 @@ rule block_jacobians:
         n_samples=DYNAMICS["n_samples"],
         min_tokens=DYNAMICS["min_tokens"],
         max_tokens=DYNAMICS["max_tokens"],
-        device=DYNAMICS["device"],
         method=DYNAMICS["jacobian_method"],
         per_sample_dtype=DYNAMICS["per_sample_dtype"],
         condition_number=DYNAMICS["condition_number"],

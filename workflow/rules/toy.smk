@@ -20,7 +20,7 @@ rule prepare_mnist:
     conda:
         "../../envs/toy.yaml"
     params:
-        **TOY["data"],
+        **cfg.mnist_params(TOY["data"]),
     script:
         "../scripts/prepare_mnist.py"
 

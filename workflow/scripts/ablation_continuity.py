@@ -16,13 +16,14 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from crosslayer.continuity.measure import checkpoint_summary, continuity_checkpoint
+from crosslayer.continuity.measure import PROJECTIONS, continuity_checkpoint
+from crosslayer.continuity.statistics import checkpoint_summary
 from crosslayer.continuity.tables import steps_table
 
 params, run = snakemake.params, Path(snakemake.input.run)
 outcome = json.loads((run / "outcome.json").read_text())
-summary = {"erank_power": params.erank_power, "n_components": params.pca_components, "draws": params.baseline_draws,
-           "seed": params.seed}
+summary = {"projections": PROJECTIONS, "erank_power": params.erank_power, "n_components": params.pca_components,
+           "draws": params.baseline_draws, "seed": params.seed}
 # every saved step (a diverged run keeps those before its divergence); the npz is the last step's
 steps = [step for step in params.save_steps if (run / f"step{step}").is_dir()]
 tables = []

@@ -4,12 +4,12 @@ start(snakemake)
 
 import logging
 
-import numpy as np
 import pandas as pd
 
 from crosslayer.across import measures as read
 from crosslayer.across.catalog import catalog, legend
 from crosslayer.across.tables import boundary_table, correlations, emergence, emergence_order
+from crosslayer.npz import open_npz
 
 params, inputs, settings = snakemake.params, snakemake.input, snakemake.params.settings
 steps, analyses = params.steps, params.analyses
@@ -20,7 +20,7 @@ def tsv(path):
 
 
 def npz(path):
-    with np.load(path) as arrays:
+    with open_npz(path) as arrays:
         return {key: arrays[key] for key in arrays.files}
 
 

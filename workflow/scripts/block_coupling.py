@@ -8,14 +8,16 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 from crosslayer.devices import check_device
 
-check_device(snakemake.params.device, "coupling.device")  # no GPU here: name the key before any work
+# the device changes speed and float rounding only, as threads do: not a param (a change re-runs nothing)
+device = snakemake.config["coupling"]["device"]
+check_device(device, "coupling.device")  # no GPU here: name the key before any work
 
 import numpy as np
 from tqdm import tqdm
 
+from crosslayer.config import check_max_tokens
 from crosslayer.coupling.checkpoint import check_prompts, checkpoint_coupling, context_length
 from crosslayer.coupling.measure import METRICS
-from crosslayer.coupling.tables import checkpoint_prompts, load_checkpoint
 from crosslayer.data.prompts import prompt_token_ids, read_prompts
 from crosslayer.errors import CheckpointError
 from crosslayer.models.checkpoints import verified_manifest
@@ -24,7 +26,7 @@ from crosslayer.models.loading import load_model
 params = snakemake.params
 memory = snakemake.config["coupling"]  # chunk_mb, hold_mb: speed only, so not params (a change re-runs nothing)
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
-model, tokenizer = load_model(manifest, device=params.device)
+model, tokenizer = load_model(manifest, device=device)
 if tokenizer is None:
     raise CheckpointError("no tokenizer in the checkpoint; the coupling stage tokenizes its prompts",
                           model=manifest["model"], revision=manifest.get("revision"), file=manifest["path"])
@@ -33,21 +35,27 @@ prompts = read_prompts(snakemake.input.prompts)
 prompt_ids = [row["id"] for row in prompts]
 token_ids = prompt_token_ids(tokenizer, prompts, params.max_tokens)
 token_wise = params.token_wise
+context = context_length(model.config)
+try:  # a hub model's context is known only here (a local or trained model's was checked before any job)
+    check_max_tokens(params.max_tokens, context, model=manifest["model"])
+except ValueError as err:
+    raise CheckpointError(str(err), model=manifest["model"], revision=manifest.get("revision"),
+                          file=manifest["path"]) from None
 try:
-    check_prompts(prompt_ids, token_ids, context=context_length(model.config),
+    check_prompts(prompt_ids, token_ids, context=context,
                   token=params.token, token_wise_prompts=token_wise["prompts"],
                   token_wise_tokens=token_wise["tokens"])
     result = checkpoint_coupling(
         model, token_ids, prompt_ids=prompt_ids, Ks=params.Ks, token=params.token,
         layer_pairs=token_wise["layer_pairs"], token_wise_prompts=token_wise["prompts"],
         token_wise_tokens=token_wise["tokens"], pca_prompts=params.pca_prompts, pca_fit=params.pca_fit,
-        window=params.window, final_norm=params.final_norm, abs_prompts=[row["variant"] == "plain" for row in prompts],
+        final_norm=params.final_norm, abs_prompts=[row["variant"] == "plain" for row in prompts],
         chunk_bytes=memory["chunk_mb"] * 2**20, hold_bytes=memory["hold_mb"] * 2**20,
         progress=lambda it: tqdm(it, desc="prompts", unit="prompt"))
     # the paper's Fig. 3: |A| of every layer pair on one prompt, measured beside the prompt set
     example = tokenizer(params.example_prompt)["input_ids"][: params.max_tokens]
     example_abs = checkpoint_coupling(model, [example], prompt_ids=["coupling.example_prompt"], Ks=params.Ks,
-                                      window=params.window, final_norm=params.final_norm, pca_prompts=0,
+                                      final_norm=params.final_norm, pca_prompts=0,
                                       chunk_bytes=memory["chunk_mb"] * 2**20,
                                       hold_bytes=memory["hold_mb"] * 2**20)["abs_coupling"]
 except ValueError as err:  # names the prompt (and layer, tokens); add the checkpoint
@@ -62,5 +70,3 @@ result.update(
     n_params=sum(p.numel() for p in model.parameters()), n_layers=result["depthwise"].shape[-1],
     d_model=model.get_input_embeddings().embedding_dim)
 np.savez(snakemake.output.npz, **result)
-checkpoint_prompts(load_checkpoint(snakemake.output.npz), metric=params.metric).to_csv(
-    snakemake.output.prompts, sep="\t", index=False)

@@ -8,7 +8,9 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 from crosslayer.devices import check_device
 
-check_device(snakemake.params.device, "dynamics.device")  # no GPU here: name the key before any work
+# the device changes speed and float rounding only, as threads do: not a param (a change re-runs nothing)
+device = snakemake.config["dynamics"]["device"]
+check_device(device, "dynamics.device")  # no GPU here: name the key before any work
 
 import numpy as np
 from tqdm import tqdm
@@ -21,14 +23,14 @@ from crosslayer.models.loading import load_model
 params = snakemake.params
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 # One load for both outputs: at 8B scale reading the checkpoint is minutes, not seconds.
-model, tokenizer = load_model(manifest, device=params.device)
+model, tokenizer = load_model(manifest, device=device)
 activations = checkpoint_activations(
     manifest,
     snakemake.input.samples,
     n_samples=params.n_samples,
     min_tokens=params.min_tokens,
     max_tokens=params.max_tokens,
-    device=params.device,
+    device=device,
     loaded=(model, tokenizer),
 )
 np.savez(snakemake.output.activations, **activations)

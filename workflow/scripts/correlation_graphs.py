@@ -8,9 +8,10 @@ import numpy as np
 from tqdm import tqdm
 
 from crosslayer.dynamics.topology import snapshot_graphs
+from crosslayer.npz import open_npz
 from crosslayer.stats.graphs import write_graph
 
-with np.load(snakemake.input.activations) as npz:
+with open_npz(snakemake.input.activations) as npz:
     acts = npz["acts"]
 if np.isnan(acts).all(axis=(0, 2)).any():  # a hub model of a family without an adapter (generic path)
     model = snakemake.wildcards.model

@@ -14,6 +14,7 @@ from crosslayer.errors import CheckpointError
 from crosslayer.models.checkpoints import verified_manifest
 from crosslayer.models.loading import load_model
 from crosslayer.models.weights import read_geometry
+from crosslayer.npz import open_npz
 
 params = snakemake.params
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
@@ -22,7 +23,7 @@ if not read_geometry(manifest["path"], model=manifest["model"], revision=manifes
     np.savez(snakemake.output.npz, gated=False, step=manifest["step"])
     raise SystemExit(0)
 model, _ = load_model(manifest, tokenizer=False)
-with np.load(snakemake.input.activations) as activations:
+with open_npz(snakemake.input.activations) as activations:
     try:
         result = gated_alignment(model, activations["acts"], k=params.k, method=params.svd_method,
                                  gap_tol=params.gap_tol, progress=lambda layers: tqdm(layers, unit="layer"))

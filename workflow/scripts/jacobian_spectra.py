@@ -8,9 +8,10 @@ from tqdm import tqdm
 from crosslayer.dynamics.regimes import depth_regimes
 from crosslayer.dynamics.spectra import spectral_profile
 from crosslayer.linalg.conditioning import PER_SAMPLE_STATS
+from crosslayer.npz import open_npz
 
 params = snakemake.params
-with np.load(snakemake.input.jacobians) as jacobians:
+with open_npz(snakemake.input.jacobians) as jacobians:
     table, eigenvalues = spectral_profile(
         jacobians["mean"], k=params.k, seed=params.seed, draws=params.baseline_draws,
         rank=min(params.rank, jacobians["mean"].shape[-1]),  # r = d: exact products

@@ -8,7 +8,9 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 from crosslayer.devices import check_device
 
-check_device(snakemake.params.device, "alignment.device")  # no GPU here: name the key before any work
+# the device changes speed and float rounding only, as threads do: not a param (a change re-runs nothing)
+device = snakemake.config["alignment"]["device"]
+check_device(device, "alignment.device")  # no GPU here: name the key before any work
 
 import numpy as np
 
@@ -21,6 +23,6 @@ result = align_checkpoint(
     k=snakemake.params.k,
     method=snakemake.params.svd_method,
     gap_tol=snakemake.params.gap_tol,
-    device=snakemake.params.device,
+    device=device,
 )
 np.savez(snakemake.output.npz, **result)

@@ -13,6 +13,7 @@ from crosslayer.across.plots import (
     correlation_matrix,
     emergence_colorbar,
     emergence_matrix,
+    emergence_steps,
     order_measures,
     plot_correlation_matrix,
     plot_emergence,
@@ -91,12 +92,12 @@ save_png_and_pdf(fig, output.correlations, dpi=dpi)
 rows = [name for name in names if name in set(emergence["measure"])]
 row_papers = [paper for name, paper in zip(names, papers) if name in rows]
 index, sign, stays_out = emergence_matrix(emergence, rows, n_boundaries, steps)
-fig, ax = plt.subplots(figsize=(max(5.5, 0.55 * n_boundaries + 4.0), 0.28 * len(rows) + 1.8) if rows else (6, 2.5),
+heatmap = rows and emergence_steps(steps)  # else a text: no measure, or step 0 is the only checkpoint
+fig, ax = plt.subplots(figsize=(max(5.5, 0.55 * n_boundaries + 4.0), 0.28 * len(rows) + 1.8) if heatmap else (6, 2.5),
                        layout="constrained")
 artist = plot_emergence(ax, index, sign, stays_out, steps=steps, labels=[short_name(m) for m in rows],
                         papers=row_papers)
-if rows:
-    emergence_colorbar(fig, artist, steps, ax=ax, label="left the step-0 band at step", shrink=0.8)
+bar = emergence_colorbar(fig, artist, steps, ax=ax, label="left the step-0 band at step", shrink=0.8)
 fig.suptitle(f"{model}: when each measure leaves its random band\n(+ above, \u2212 below; pale: back in later)"
-             if rows else f"{model}: when each measure leaves its random band")
+             if bar is not None else f"{model}: when each measure leaves its random band")
 save_png_and_pdf(fig, output.emergence, dpi=dpi)

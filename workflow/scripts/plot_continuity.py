@@ -18,6 +18,7 @@ from crosslayer.continuity.plots import (
     projection_colors,
 )
 from crosslayer.continuity.tables import TABLE2_ORDER
+from crosslayer.npz import load_npz
 from crosslayer.plotting import format_step, save_png_and_pdf
 
 model, steps, dpi, output = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi, snakemake.output
@@ -26,7 +27,7 @@ last_step = steps[-1]
 last = table[table["step"] == last_step].set_index("projection")
 present = [name for name in TABLE2_ORDER if last.loc[name, "present"]]
 colors = {name: color for name, color in projection_colors(TABLE2_ORDER).items() if name in present}
-arrays = np.load(snakemake.input.npz[-1])
+arrays = load_npz(snakemake.input.npz[-1])
 shown = sorted({steps[0], last_step})  # the random-init null (when step 0 is configured) and the last step
 labels = [f"step {format_step(step)}" + (" (init)" if step == 0 else "") for step in shown]
 title = lambda what: f"{model}: {what}"  # noqa: E731

@@ -20,6 +20,7 @@ from crosslayer.dynamics.plots import (
     plot_regime_bands,
 )
 from crosslayer.dynamics.regimes import REGIMES
+from crosslayer.npz import open_npz
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, save_png_and_pdf
 
 model, steps, dpi = snakemake.wildcards.model, snakemake.params.steps, snakemake.params.dpi
@@ -85,7 +86,7 @@ n_layers = len(first)
 fig, axes = plt.subplots(len(shown), len(present), figsize=(3.6 * len(present), 3.4 * len(shown)),
                          layout="constrained", squeeze=False)
 for row, step in enumerate(shown):
-    with np.load(snakemake.input.eigenvalues[steps.index(step)]) as npz:
+    with open_npz(snakemake.input.eigenvalues[steps.index(step)]) as npz:
         eigenvalues = npz["eigenvalues"]
     for ax, regime in zip(axes[row], present):
         layers = np.flatnonzero(regimes == regime)
@@ -152,7 +153,7 @@ save(fig, "regimes")
 fig, axes = plt.subplots(len(shown), 2, figsize=(10, 3.4 * len(shown)), layout="constrained", squeeze=False)
 spectra = {}
 for step in shown:
-    with np.load(snakemake.input.eigenvalues[steps.index(step)]) as npz:
+    with open_npz(snakemake.input.eigenvalues[steps.index(step)]) as npz:
         spectra[step] = npz["eigenvalues"]
 for col, (part, label) in enumerate((("modulus", "|λ|"), ("real", "Re λ"))):
     values = np.concatenate([np.abs(lam) if part == "modulus" else lam.real for lam in spectra.values()], axis=None)

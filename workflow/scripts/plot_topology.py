@@ -12,6 +12,7 @@ from matplotlib.lines import Line2D
 
 from crosslayer.dynamics.plots import plot_unit_coupling
 from crosslayer.dynamics.statistics import jacobian_column_norms, participation_tails
+from crosslayer.npz import open_npz
 from crosslayer.plotting import depth_colors, format_step, plot_depth_profile, save_png_and_pdf, step_grid
 
 model, steps, method, dpi = (snakemake.wildcards.model, snakemake.params.steps, snakemake.params.method,
@@ -87,8 +88,9 @@ for ax, column, key, title in ((axes[0], "delta_top_singular", "top_singular", "
     for step in steps:
         table = layers[step].dropna(subset=["disruption"])
         marker = markers.get(step, ".")
+        # "x" has no face: it is drawn in its colour (an edge colour for it makes matplotlib warn)
         ax.scatter(table["disruption"], table[column], c=colors[table.index], marker=marker, s=28,
-                   linewidths=1 if marker == "x" else 0.5, edgecolors="face" if marker == "x" else "k")
+                   linewidths=1 if marker == "x" else 0.5, **({} if marker == "x" else {"edgecolors": "k"}))
         fit = summaries[step]
         handles.append(Line2D([], [], color="0.3", marker=marker, ls="", label=(
             f"step {format_step(step)}: ρ = {fit[f'rho_rate_{key}']:.2f}, p = {fit[f'p_rate_{key}']:.2g}")))
@@ -108,10 +110,10 @@ layer = int(candidates["cohens_d"].abs().idxmax())
 fig, axes = step_grid(len(steps))
 for ax, step, partitions_path, jacobians_path in zip(axes, steps, snakemake.input.partitions,
                                                      snakemake.input.jacobians):
-    with np.load(partitions_path) as npz:
+    with open_npz(partitions_path) as npz:
         m = list(npz["methods"]).index(method)
         participation = npz["participation"][m, 2 * layer]  # block l's input snapshot
-    with np.load(jacobians_path) as npz:
+    with open_npz(jacobians_path) as npz:
         norms = jacobian_column_norms(npz["mean"][layer].astype(np.float64))
     bottom, top = participation_tails(participation, tail=snakemake.params.tail)
     plot_unit_coupling(ax, participation, norms, bottom, top)

@@ -2,15 +2,15 @@ from _setup import start
 
 start(snakemake)
 
-import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH
 from crosslayer.linalg.schur import dose_response_table, schur_dose_responses
+from crosslayer.npz import open_npz
 
 params = snakemake.params
-with np.load(snakemake.input.jacobians) as jacobians:
+with open_npz(snakemake.input.jacobians) as jacobians:
     Js = jacobians["mean"]
 if Js.shape[-1] >= TORCH_MIN_WIDTH:  # the running products run in torch at this width
     import torch

@@ -7,11 +7,12 @@ import pandas as pd
 from tqdm import tqdm
 
 from crosslayer.dynamics.topology import block_nmi, layer_statistics, topology_summary, warnings_about
+from crosslayer.npz import load_npz, open_npz
 
 params = snakemake.params
-with np.load(snakemake.input.jacobians) as npz:
+with open_npz(snakemake.input.jacobians) as npz:
     Js = npz["mean"].astype(np.float64)
-partitions = np.load(snakemake.input.partitions)
+partitions = load_npz(snakemake.input.partitions)
 self_alignment = pd.read_csv(snakemake.input.spectra, sep="\t", index_col="layer")["self_alignment"].to_numpy()
 layers, rows = [], []
 for m, method in enumerate(partitions["methods"]):

@@ -8,15 +8,15 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 import json
 
-import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from crosslayer.continuity.toy import ToyConfig, as_tensors, train_toy
+from crosslayer.npz import load_npz
 
 run, settings = snakemake.wildcards.run, snakemake.params.settings
 config = ToyConfig(**settings)
-records, status, _ = train_toy(config, as_tensors(np.load(snakemake.input.data)),
+records, status, _ = train_toy(config, as_tensors(load_npz(snakemake.input.data)),
                                erank_power=snakemake.params.erank_power,
                                progress=lambda epochs: tqdm(epochs, desc=f"{run} seed {config.seed}", unit="epoch"))
 pd.DataFrame(records).to_csv(snakemake.output.epochs, sep="\t", index=False)

@@ -281,7 +281,10 @@ def plot_emergence(ax, index, sign, stays_out, *, steps, labels=None, papers=Non
 
 def emergence_colorbar(fig, mesh, steps, **kwargs):
     """A colorbar for :func:`plot_emergence`, one tick per emergence step labelled with
-    :func:`crosslayer.plotting.format_step`; `kwargs` go to ``fig.colorbar``."""
+    :func:`crosslayer.plotting.format_step`; `kwargs` go to ``fig.colorbar``. None (and no colorbar)
+    when :func:`plot_emergence` drew its text instead of a heatmap (no measure, or no step after 0)."""
+    if not isinstance(mesh, mpl.cm.ScalarMappable):
+        return None
     later = emergence_steps(steps)
     bar = fig.colorbar(mesh, ticks=np.arange(len(later)), **kwargs)
     bar.set_ticklabels([format_step(step) for step in later])

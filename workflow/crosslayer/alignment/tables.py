@@ -8,6 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from crosslayer.linalg.subspace import random_overlap_baseline, subspace_overlap
+from crosslayer.npz import load_npz
 
 __all__ = [
     "SPACES",
@@ -161,7 +162,7 @@ def load_alignment(npz_paths, steps):
     """
     if len(npz_paths) != len(steps):
         raise ValueError(f"got {len(npz_paths)} result files for {len(steps)} steps")
-    loaded = [np.load(path) for path in npz_paths]
+    loaded = [load_npz(path) for path in npz_paths]
     found = [int(f["step"]) for f in loaded]
     if found != list(steps):
         raise ValueError(f"result files hold steps {found}, expected {list(steps)}")

@@ -37,7 +37,7 @@ def plot_continuity_bars(ax, tables, *, space, labels, order, fade=True):
     Parameters
     ----------
     tables : list of DataFrame
-        Checkpoint tables (:func:`crosslayer.continuity.measure.checkpoint_summary`); each projection's
+        Checkpoint tables (:func:`crosslayer.continuity.statistics.checkpoint_summary`); each projection's
         baseline is that of the first table holding it (models of one shape).
     space : {"u", "v"}
     labels : list of str

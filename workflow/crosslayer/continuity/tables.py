@@ -1,6 +1,6 @@
 """Continuity tables over training and across models (pandas only: no torch in table and figure jobs).
 
-Each checkpoint's table (:func:`crosslayer.continuity.measure.checkpoint_summary`) has one row per
+Each checkpoint's table (:func:`crosslayer.continuity.statistics.checkpoint_summary`) has one row per
 projection; ``steps`` stacks a model's checkpoints, ``table2`` lays every model and step out
 as the paper's Table 2: one column per projection and space; ``ablation_table`` does the same
 for the transformer ablations, with each run's switches and perplexity.

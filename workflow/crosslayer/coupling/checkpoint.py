@@ -4,8 +4,8 @@ set, every measurement of the stage in one pass, streamed by layer and by output
 Per prompt: the depth-wise mis-coupling matrices at the configured token (default the last;
 by causality the prompt is cut after that token, so its context is exactly the tokens before),
 the trajectories' line-shape score and expodistance, the Gram matrix of their unit steps and
-the norm of the residual stream per depth (from which the windowed statistics of any width follow:
-coupling.tables), each in both conventions for the last state: after the final norm (the
+the norm of the residual stream per depth (from which the windowed statistics of any width follow,
+in the summary tables), each in both conventions for the last state: after the final norm (the
 paper's, unsuffixed) and before it (``_raw``). On the first few prompts: token-wise
 coupling of configured layer pairs over their first tokens, and the 2-D PCA of the trajectories.
 """

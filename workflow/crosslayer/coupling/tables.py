@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.coupling.regularity import unpack_symmetric, windowed_expodistance, windowed_line_shape
+from crosslayer.npz import open_npz
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
            "regularity_across_models", "subset_fits", "summarize_steps", "windowed_regularity"]

@@ -37,6 +37,12 @@ def build_untrained(source_dir, out_dir, *, seed, model=None):
     -------
     Path
         `out_dir`.
+
+    Raises
+    ------
+    CheckpointError
+        No config.json in `source_dir`, or the twin cannot be saved (a full disk); nothing of it is
+        left behind.
     """
     import transformers
 
@@ -49,10 +55,17 @@ def build_untrained(source_dir, out_dir, *, seed, model=None):
     built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    built.save_pretrained(tmp)
-    for pattern in TOKENIZER_PATTERNS:
-        for path in source_dir.glob(pattern):
-            shutil.copyfile(path, tmp / path.name)
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    try:  # a failed save (a full disk) leaves neither a partial twin nor the temporary directory behind
+        built.save_pretrained(tmp)
+        for pattern in TOKENIZER_PATTERNS:
+            for path in source_dir.glob(pattern):
+                shutil.copyfile(path, tmp / path.name)
+        shutil.rmtree(out_dir, ignore_errors=True)
+        os.replace(tmp, out_dir)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise CheckpointError(f"cannot save the untrained twin: {err}", model=model, revision="init",
+                                  file=str(out_dir)) from err
+        raise
     return out_dir

@@ -1,0 +1,177 @@
+"""A user's own checkpoints through config/overlays/own_models.yaml (README, "Your own model"): one
+final checkpoint (`source: local`, a single step), every analysis and each analysis alone, and two
+models of which only one takes some analyses. Each run must finish (exit 0) with no traceback and
+no Python warning in its console or job logs but the library's own data warnings, and write the
+final outputs of the stages its models take, and none of the others.
+
+The checkpoints are real: the workflow trains two tiny models (tests/configs/tiny.yaml sizes, 16
+steps, seconds) and saves them with save_pretrained and their tokenizer; the test copies them out
+as a user's checkpoint directories. The runs overlay tiny.yaml's sizes on config/config.yaml
+(seconds per run, not minutes)."""
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.workflow
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "configs" / "tiny.yaml"
+OWN = ROOT / "config" / "overlays" / "own_models.yaml"
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile")]
+
+#: The library's warning for usable but degenerate data (a single community in a tiny model, ...):
+#: a result, not a fault of the code. Any other Python warning in a log is.
+DATA_WARNINGS = {"DegenerateInputWarning"}
+
+
+def final_outputs(model, analysis):
+    """What a run asks for, per model and analysis (Snakefile: rule all), as files under results/."""
+    figures = {
+        "alignment": ["adjacent_mean", "boundary_heatmap", "boundary_trajectories", "pairwise"],
+        "continuity": ["bars", "over_training", "layers", "pca"],
+        "coupling": ["depthwise", "tokenwise", "over_training", "regularity", "norms", "pca", "profile", "graph",
+                     "cot", "fixed_depths", "singular_values", "prompt_length"],
+        "dynamics": ["operators", "sample_spectra", "eigenvalues", "cumulative_rank", "regimes",
+                     "eigenvalue_density"],
+        "topology": ["communities", "boundary_coupling", "mesoscale", "rate_coupling", "unit_coupling"],
+    }[analysis]
+    tables = {
+        "alignment": ["alignment/table1.tsv", "alignment/cascade_fit.tsv", f"alignment/{model}/cascade.tsv"],
+        "continuity": ["continuity/table2.tsv"],
+        "coupling": ["coupling/fits.tsv"],
+        "dynamics": [f"dynamics/{model}/regimes.tsv", f"dynamics/{model}/radius_vs_rank_drop.tsv"],
+        "topology": ["topology/method_comparison.tsv"],
+    }[analysis]
+    across_models = {
+        "alignment": ["adjacent_mean_all_models"],
+        "coupling": ["all_models.over_training", "all_models.vs_score"],
+        "topology": ["all_models.alignment_vs_boundary"],
+    }.get(analysis, [])
+    return [*tables, *(f"figures/{analysis}/{model}.{f}.{ext}" for f in figures for ext in ("png", "pdf")),
+            *(f"figures/{analysis}/{f}.{ext}" for f in across_models for ext in ("png", "pdf"))]
+
+
+def always(model):
+    """Every run's outputs for every model: the duplicate-step check and the across-papers stage."""
+    return [f"checkpoints/{model}/duplicate_steps.tsv", f"across_papers/{model}/emergence_order.tsv",
+            "across_papers/models.tsv", "figures/across_papers/all_models.baseline_ratios.png",
+            *(f"figures/across_papers/{model}.{f}.{ext}" for f in ("profiles", "correlations", "emergence")
+              for ext in ("png", "pdf"))]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """Two real checkpoint directories as a user brings them (config.json, model.safetensors,
+    tokenizer): a GPT-NeoX (GELU MLP) and a Llama (gated SwiGLU MLP) model that the workflow
+    trained for 16 steps, copied out of its results/train."""
+    work = tmp_path_factory.mktemp("own_checkpoints")
+    config = yaml.safe_load(TINY.read_text())
+    config["models"] = {"gelu": {"source": "train", "arch": "gpt_neox", "steps": [16]},
+                        "swiglu": {"source": "train", "arch": "llama", "steps": [16]}}
+    (work / "train.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(work), "results/train/gelu", "results/train/swiglu",
+                             "--cores", "2", "--configfile", str(work / "train.yaml")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    out = {}
+    for name in config["models"]:
+        out[name] = work / "checkpoints" / name
+        shutil.copytree(work / f"results/train/{name}/step16", out[name])
+        assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out[name].iterdir()}
+    return out
+
+
+def own_models(workdir, models):
+    """The config files of a user's run: config/config.yaml, tiny sizes, and a copy of
+    own_models.yaml whose models (run_models: all of them) are `models` instead of its example."""
+    sizes = yaml.safe_load(TINY.read_text())
+    for key in ("models", "toy", "transformer_ablations", "train"):  # own_models.yaml: no training, no ablations
+        sizes.pop(key)
+    sizes["across_papers"] = {"Ks": None}  # coupling.Ks of the tiny sizes (config.yaml's 10 > d = 32)
+    own = yaml.safe_load(OWN.read_text())
+    assert list(own["models"]) == own["run_models"] == ["my-model"]  # the example this test replaces
+    own["models"], own["run_models"] = models, list(models)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "sizes.yaml").write_text(yaml.safe_dump(sizes))
+    (workdir / "my_models.yaml").write_text(yaml.safe_dump(own))
+    return [str(ROOT / "config" / "config.yaml"), str(workdir / "sizes.yaml"), str(workdir / "my_models.yaml")]
+
+
+def local(path, step, analyses=None):
+    return {"source": "local", "checkpoints": {step: str(path)}, **({"analyses": analyses} if analyses else {})}
+
+
+def problems(text):
+    """Python tracebacks and warnings (other than DATA_WARNINGS) in a console or log text."""
+    found = ["Traceback" for _ in re.finditer(r"^Traceback \(most recent call last\)", text, re.M)]
+    found += [m[0] for m in re.finditer(r"\b(\w+Warning): .*", text) if m[1] not in DATA_WARNINGS]
+    return found
+
+
+def run(workdir, models):
+    """Run the whole workflow on `models`; assert it finished cleanly; return the results folder."""
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(workdir), "--cores", "2", "--configfile",
+                             *own_models(workdir, models)], capture_output=True, text=True, timeout=600)
+    console = result.stdout + result.stderr
+    assert result.returncode == 0, console[-6000:]
+    found = {"console": problems(console)}
+    found |= {str(log.relative_to(workdir)): problems(log.read_text()) for log in (workdir / "logs").rglob("*.log")}
+    assert not {where: what for where, what in found.items() if what}
+    return workdir / "results"
+
+
+def assert_present(results, paths):
+    missing = [p for p in paths if not (results / p).is_file() or (results / p).stat().st_size == 0]
+    assert not missing
+
+
+STAGES = ["alignment", "continuity", "coupling", "dynamics", "topology"]
+
+
+def test_one_final_checkpoint_at_step_0_takes_every_analysis(checkpoints, tmp_path):
+    # the most common thing a user brings: the final checkpoint alone, here labelled step 0 (no
+    # emergence after step 0 to draw); a Llama, so that the gate-conditioned alignment runs too
+    results = run(tmp_path, {"my-model": local(checkpoints["swiglu"], 0)})
+    assert_present(results, [*always("my-model"), "alignment/gated.tsv",
+                             *(p for stage in STAGES for p in final_outputs("my-model", stage))])
+
+
+@pytest.mark.parametrize("analysis", ["alignment", "continuity", "coupling", "dynamics"])
+def test_each_analysis_alone_on_one_checkpoint_at_a_later_step(checkpoints, tmp_path, analysis):
+    results = run(tmp_path, {"my-model": local(checkpoints["gelu"], 1000, [analysis])})
+    assert_present(results, [*always("my-model"), *final_outputs("my-model", analysis)])
+    for stage in set(STAGES) - {analysis}:  # nothing of the stages no model takes, all-model tables neither
+        assert not (results / stage).exists() and not (results / "figures" / stage).exists()
+
+
+def test_topology_alone_is_refused_before_any_job_naming_the_key(checkpoints, tmp_path):
+    # it reads the dynamics stage's Jacobians; with them it runs in the tests above and below
+    result = subprocess.run([*SNAKEMAKE, "--directory", str(tmp_path), "-n", "--configfile",
+                             *own_models(tmp_path, {"my-model": local(checkpoints["gelu"], 1000, ["topology"])})],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "models.my-model.analyses: topology needs dynamics" in result.stdout + result.stderr
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
+
+
+def test_two_models_of_which_only_one_takes_some_analyses(checkpoints, tmp_path):
+    # every analysis for `full`, one checkpoint at step 1000; only alignment for `partial` (step 0)
+    results = run(tmp_path, {"full": local(checkpoints["gelu"], 1000),
+                             "partial": local(checkpoints["swiglu"], 0, ["alignment"])})
+    assert_present(results, [*always("full"), *always("partial"), *final_outputs("partial", "alignment"),
+                             *(p for stage in STAGES for p in final_outputs("full", stage))])
+    for stage in STAGES[1:]:
+        assert not list((results / stage).glob("partial*")) and not list((results / "figures" / stage).glob("partial.*"))
+    assert not (results / "alignment/gated.tsv").exists()  # the gate needs the dynamics stage's activations
+    for table, models in (("alignment/table1.tsv", {"full", "partial"}), ("continuity/table2.tsv", {"full"}),
+                          ("coupling/models.tsv", {"full"}), ("topology/method_comparison.tsv", {"full"}),
+                          ("across_papers/models.tsv", {"full", "partial"})):
+        rows = pd.read_csv(results / table, sep="\t")
+        assert set(rows["model"]) == models, table
