@@ -2,12 +2,12 @@
 final checkpoint (`source: local`, a single step), every analysis and each analysis alone, and two
 models of which only one takes some analyses. Each run must finish (exit 0) with no traceback and
 no Python warning in its console or job logs but the library's own data warnings, and write the
-final outputs of the stages its models take, and none of the others.
+final outputs of the stages its models take, and none of the others. Each analysis alone: one run
+of four models, one analysis each, and the plan of each alone (no job of another stage).
 
-The checkpoints are real: the workflow trains two tiny models (tests/configs/tiny.yaml sizes, 16
-steps, seconds) and saves them with save_pretrained and their tokenizer; the test copies them out
-as a user's checkpoint directories. The runs overlay tiny.yaml's sizes on config/config.yaml
-(seconds per run, not minutes)."""
+The checkpoints are real: those the reduced pipeline trained and saved with save_pretrained and
+their tokenizer (conftest.tiny_run), copied out as a user's checkpoint directories. The runs overlay
+tiny.yaml's sizes on config/config.yaml (seconds per run, not minutes)."""
 
 import re
 import shutil
@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from plans import planned
 
 pytestmark = pytest.mark.workflow
 
@@ -67,23 +68,15 @@ def always(model):
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
+def checkpoints(tiny_run, tmp_path_factory):
     """Two real checkpoint directories as a user brings them (config.json, model.safetensors,
-    tokenizer): a GPT-NeoX (GELU MLP) and a Llama (gated SwiGLU MLP) model that the workflow
-    trained for 16 steps, copied out of its results/train."""
+    tokenizer): the GPT-NeoX (GELU MLP) and the Llama (gated SwiGLU MLP) model the reduced pipeline
+    trained (conftest.tiny_run), their step 16 copied out of its results/train."""
     work = tmp_path_factory.mktemp("own_checkpoints")
-    config = yaml.safe_load(TINY.read_text())
-    config["models"] = {"gelu": {"source": "train", "arch": "gpt_neox", "steps": [16]},
-                        "swiglu": {"source": "train", "arch": "llama", "steps": [16]}}
-    (work / "train.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([*SNAKEMAKE, "--directory", str(work), "results/train/gelu", "results/train/swiglu",
-                             "--cores", "2", "--configfile", str(work / "train.yaml")],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
     out = {}
-    for name in config["models"]:
-        out[name] = work / "checkpoints" / name
-        shutil.copytree(work / f"results/train/{name}/step16", out[name])
+    for name, trained in (("gelu", "tiny-gelu"), ("swiglu", "tiny-swiglu")):
+        out[name] = work / name
+        shutil.copytree(tiny_run / f"results/train/{trained}/step16", out[name])
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in out[name].iterdir()}
     return out
 
@@ -135,20 +128,34 @@ def assert_present(results, paths):
 STAGES = ["alignment", "continuity", "coupling", "dynamics", "topology"]
 
 
-def test_one_final_checkpoint_at_step_0_takes_every_analysis(checkpoints, tmp_path):
-    # the most common thing a user brings: the final checkpoint alone, here labelled step 0 (no
-    # emergence after step 0 to draw); a Llama, so that the gate-conditioned alignment runs too
-    results = run(tmp_path, {"my-model": local(checkpoints["swiglu"], 0)})
-    assert_present(results, [*always("my-model"), "alignment/gated.tsv",
-                             *(p for stage in STAGES for p in final_outputs("my-model", stage))])
+ALONE = ["alignment", "continuity", "coupling", "dynamics"]  # topology needs dynamics (the next test)
 
 
-@pytest.mark.parametrize("analysis", ["alignment", "continuity", "coupling", "dynamics"])
-def test_each_analysis_alone_on_one_checkpoint_at_a_later_step(checkpoints, tmp_path, analysis):
-    results = run(tmp_path, {"my-model": local(checkpoints["gelu"], 1000, [analysis])})
-    assert_present(results, [*always("my-model"), *final_outputs("my-model", analysis)])
-    for stage in set(STAGES) - {analysis}:  # nothing of the stages no model takes, all-model tables neither
-        assert not (results / stage).exists() and not (results / "figures" / stage).exists()
+def stage_rules():
+    """stage -> the rules of workflow/rules/<stage>.smk (the analyses' stages and their shared ones)."""
+    return {smk.stem: set(re.findall(r"^rule (\w+):", smk.read_text(), re.M))
+            for smk in (ROOT / "workflow" / "rules").glob("*.smk")}
+
+
+@pytest.mark.parametrize("analysis", ALONE)
+def test_each_analysis_alone_plans_no_job_of_another_stage(checkpoints, tmp_path, analysis):
+    # the all-model tables of a stage no model takes had no input and crashed (issue 39)
+    jobs = planned(tmp_path, *own_models(tmp_path, {"my-model": local(checkpoints["gelu"], 1000, [analysis])}))
+    rules = stage_rules()
+    allowed = rules[analysis] | rules["checkpoints"] | rules["across_papers"]
+    assert jobs and set(jobs) <= allowed, sorted(set(jobs) - allowed)
+
+
+def test_each_analysis_alone_on_one_checkpoint_at_a_later_step(checkpoints, tmp_path):
+    # one run, one model per analysis (each alone on its model), end to end
+    results = run(tmp_path, {f"only-{analysis}": local(checkpoints["gelu"], 1000, [analysis]) for analysis in ALONE})
+    for analysis in ALONE:
+        model = f"only-{analysis}"
+        assert_present(results, [*always(model), *final_outputs(model, analysis)])
+        for stage in set(STAGES) - {analysis}:  # nothing of the stages the model does not take
+            assert not list((results / stage).glob(f"{model}*")), (model, stage)
+            assert not list((results / "figures" / stage).glob(f"{model}.*")), (model, stage)
+    assert not (results / "topology").exists() and not (results / "figures" / "topology").exists()
 
 
 def test_topology_alone_is_refused_before_any_job_naming_the_key(checkpoints, tmp_path):
@@ -161,15 +168,17 @@ def test_topology_alone_is_refused_before_any_job_naming_the_key(checkpoints, tm
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
 
 
-def test_two_models_of_which_only_one_takes_some_analyses(checkpoints, tmp_path):
-    # every analysis for `full`, one checkpoint at step 1000; only alignment for `partial` (step 0)
-    results = run(tmp_path, {"full": local(checkpoints["gelu"], 1000),
-                             "partial": local(checkpoints["swiglu"], 0, ["alignment"])})
+def test_one_final_checkpoint_takes_every_analysis_beside_a_model_that_takes_one(checkpoints, tmp_path):
+    # the most common thing a user brings: the final checkpoint alone, here labelled step 0 (no
+    # emergence after step 0 to draw), every analysis; a Llama, so that the gate-conditioned
+    # alignment runs too. Beside it a model with only alignment, its one checkpoint at step 1000.
+    results = run(tmp_path, {"full": local(checkpoints["swiglu"], 0),
+                             "partial": local(checkpoints["gelu"], 1000, ["alignment"])})
     assert_present(results, [*always("full"), *always("partial"), *final_outputs("partial", "alignment"),
-                             *(p for stage in STAGES for p in final_outputs("full", stage))])
+                             "alignment/gated.tsv", *(p for stage in STAGES for p in final_outputs("full", stage))])
     for stage in STAGES[1:]:
         assert not list((results / stage).glob("partial*")) and not list((results / "figures" / stage).glob("partial.*"))
-    assert not (results / "alignment/gated.tsv").exists()  # the gate needs the dynamics stage's activations
+    assert set(pd.read_csv(results / "alignment/gated.tsv", sep="\t")["model"]) == {"full"}  # the gate needs dynamics
     for table, models in (("alignment/table1.tsv", {"full", "partial"}), ("continuity/table2.tsv", {"full"}),
                           ("coupling/models.tsv", {"full"}), ("topology/method_comparison.tsv", {"full"}),
                           ("across_papers/models.tsv", {"full", "partial"})):

@@ -4,12 +4,12 @@ are recorded. The table in docs/reruns.md is this test's output (it fails when t
 table disagree; CROSSLAYER_WRITE_DOCS=1 rewrites the table), and no key outside EXPENSIVE_KEYS may
 plan an expensive job again: a statistic, a summary or a figure setting re-runs only what reads it."""
 
-import logging
 import os
 from pathlib import Path
 
 import pytest
 import yaml
+from plans import planned
 
 pytestmark = pytest.mark.workflow
 
@@ -148,12 +148,12 @@ CHANGES = {
     "toy.threads": 2,
     "toy.drift_runs": ["res_relu"],
     "toy.ema_run": "nores_none",
-    "toy.runs": {"res_relu": {"activation": "relu"}},
+    "toy.runs": {"res_relu": {"activation": "gelu"}},  # merged into tiny.yaml's runs: this run changes
     "transformer_ablations.activate": False,
     "transformer_ablations.steps": 5,
     "transformer_ablations.checkpoints": [0],
     "transformer_ablations.train.lr": 0.002,
-    "transformer_ablations.runs": {"res_silu": {}},
+    "transformer_ablations.runs": {"res_silu": {"norm": False}},
     "across_papers.activate": False,
     "across_papers.measures": ["alignment", "continuity"],
     "across_papers.projections": ["q", "k"],
@@ -193,7 +193,8 @@ EXPENSIVE_KEYS = {
     "toy.depth", "toy.init_scale", "toy.lr", "toy.beta1", "toy.beta2", "toy.eps", "toy.batch_size", "toy.epochs",
     "toy.ema_betas",
     "toy.erank_power",  # measured per epoch inside train_toy, which keeps no singular values (left as is)
-    "transformer_ablations.steps", "transformer_ablations.checkpoints", "transformer_ablations.train.lr",
+    "toy.runs", "transformer_ablations.steps", "transformer_ablations.checkpoints", "transformer_ablations.train.lr",
+    "transformer_ablations.runs",
 }
 
 
@@ -222,38 +223,6 @@ def overlay(key, value):
             node = node.setdefault(part, {})
         node[last] = leaf
     return out
-
-
-class _RunInfo(logging.Handler):
-    """Keeps the per-rule job counts of the plan Snakemake logs."""
-
-    counts = None
-
-    def emit(self, record):
-        from snakemake_interface_logger_plugins.common import LogEvent
-
-        if getattr(record, "event", None) == LogEvent.RUN_INFO:
-            self.counts = {rule: n for rule, n in record.stats.items() if rule not in ("total", "all")}
-
-
-def planned(workdir, *configfiles):
-    """Rule -> jobs a dry run plans in `workdir` (in this process: a fraction of a second each)."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.logging import logger
-    from snakemake.settings.enums import Quietness
-    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
-
-    run_info = _RunInfo()
-    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL}, dryrun=True)) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=2),
-                                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
-                                snakefile=ROOT / "Snakefile", workdir=Path(workdir))
-        logger.addHandler(run_info)
-        try:
-            workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
-        finally:
-            logger.removeHandler(run_info)
-    return run_info.counts or {}
 
 
 def _flow(value):

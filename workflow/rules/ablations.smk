@@ -51,7 +51,6 @@ rule ablation_continuity:
         pca_components=CONTINUITY["pca_components"],
         baseline_draws=CONTINUITY["baseline_draws"],
         seed=CONTINUITY["seed"],
-        device=CONTINUITY["device"],
     script:
         "../scripts/ablation_continuity.py"
 

@@ -8,7 +8,9 @@ torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing 
 
 from crosslayer.devices import check_device
 
-check_device(snakemake.params.device, "continuity.device")  # no GPU here: name the key before any work
+# the device changes speed and float rounding only, as threads do: not a param (a change re-runs nothing)
+device = snakemake.config["continuity"]["device"]
+check_device(device, "continuity.device")  # no GPU here: name the key before any work
 
 import json
 from pathlib import Path
@@ -30,7 +32,7 @@ tables = []
 for step in tqdm(steps, desc="checkpoints", unit="step"):
     manifest = {"path": str(run / f"step{step}"), "model": snakemake.wildcards.ablation, "revision": f"step{step}",
                 "step": step}
-    result = continuity_checkpoint(manifest, projections=params.projections, device=params.device)
+    result = continuity_checkpoint(manifest, projections=params.projections, device=device)
     table, arrays = checkpoint_summary(result, **summary)
     tables.append(table)
 if outcome["diverged_step"] is not None:  # no final checkpoint: every projection reported absent there

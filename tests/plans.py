@@ -1,0 +1,39 @@
+"""Snakemake's plan for a config, from a dry run in this process (a fraction of a second, where a
+``snakemake -n`` subprocess takes seconds): rule -> jobs."""
+
+import logging
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _RunInfo(logging.Handler):
+    """Keeps the per-rule job counts of the plan Snakemake logs."""
+
+    counts = None
+
+    def emit(self, record):
+        from snakemake_interface_logger_plugins.common import LogEvent
+
+        if getattr(record, "event", None) == LogEvent.RUN_INFO:
+            self.counts = {rule: n for rule, n in record.stats.items() if rule not in ("total", "all")}
+
+
+def planned(workdir, *configfiles):
+    """Rule -> jobs a dry run plans in `workdir` (in this process: a fraction of a second each)."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.logging import logger
+    from snakemake.settings.enums import Quietness
+    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+
+    run_info = _RunInfo()
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL}, dryrun=True)) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=2),
+                                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
+                                snakefile=ROOT / "Snakefile", workdir=Path(workdir))
+        logger.addHandler(run_info)
+        try:
+            workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
+        finally:
+            logger.removeHandler(run_info)
+    return run_info.counts or {}
