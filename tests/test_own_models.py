@@ -2,8 +2,9 @@
 final checkpoint (`source: local`, a single step), every analysis and each analysis alone, and two
 models of which only one takes some analyses. Each run must finish (exit 0) with no traceback and
 no Python warning in its console or job logs but the library's own data warnings, and write the
-final outputs of the stages its models take, and none of the others. Each analysis alone: one run
-of four models, one analysis each, and the plan of each alone (no job of another stage).
+final outputs of the stages its models take, and none of the others. One run holds a final
+checkpoint with every analysis and four models with one analysis each; the plan of each analysis
+alone must hold no job of another stage.
 
 The checkpoints are real: those the reduced pipeline trained and saved with save_pretrained and
 their tokenizer (conftest.tiny_run), copied out as a user's checkpoint directories. The runs overlay
@@ -146,18 +147,6 @@ def test_each_analysis_alone_plans_no_job_of_another_stage(checkpoints, tmp_path
     assert jobs and set(jobs) <= allowed, sorted(set(jobs) - allowed)
 
 
-def test_each_analysis_alone_on_one_checkpoint_at_a_later_step(checkpoints, tmp_path):
-    # one run, one model per analysis (each alone on its model), end to end
-    results = run(tmp_path, {f"only-{analysis}": local(checkpoints["gelu"], 1000, [analysis]) for analysis in ALONE})
-    for analysis in ALONE:
-        model = f"only-{analysis}"
-        assert_present(results, [*always(model), *final_outputs(model, analysis)])
-        for stage in set(STAGES) - {analysis}:  # nothing of the stages the model does not take
-            assert not list((results / stage).glob(f"{model}*")), (model, stage)
-            assert not list((results / "figures" / stage).glob(f"{model}.*")), (model, stage)
-    assert not (results / "topology").exists() and not (results / "figures" / "topology").exists()
-
-
 def test_topology_alone_is_refused_before_any_job_naming_the_key(checkpoints, tmp_path):
     # it reads the dynamics stage's Jacobians; with them it runs in the tests above and below
     result = subprocess.run([*SNAKEMAKE, "--directory", str(tmp_path), "-n", "--configfile",
@@ -168,19 +157,22 @@ def test_topology_alone_is_refused_before_any_job_naming_the_key(checkpoints, tm
     assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()
 
 
-def test_one_final_checkpoint_takes_every_analysis_beside_a_model_that_takes_one(checkpoints, tmp_path):
-    # the most common thing a user brings: the final checkpoint alone, here labelled step 0 (no
-    # emergence after step 0 to draw), every analysis; a Llama, so that the gate-conditioned
-    # alignment runs too. Beside it a model with only alignment, its one checkpoint at step 1000.
-    results = run(tmp_path, {"full": local(checkpoints["swiglu"], 0),
-                             "partial": local(checkpoints["gelu"], 1000, ["alignment"])})
-    assert_present(results, [*always("full"), *always("partial"), *final_outputs("partial", "alignment"),
-                             "alignment/gated.tsv", *(p for stage in STAGES for p in final_outputs("full", stage))])
-    for stage in STAGES[1:]:
-        assert not list((results / stage).glob("partial*")) and not list((results / "figures" / stage).glob("partial.*"))
+def test_a_final_checkpoint_with_every_analysis_beside_models_with_one_each(checkpoints, tmp_path):
+    # One run: the most common thing a user brings, the final checkpoint alone, here labelled step 0
+    # (no emergence after step 0 to draw), with every analysis (a Llama: the gate-conditioned
+    # alignment runs too); beside it one model per analysis, each alone, one checkpoint at step 1000.
+    alone = {f"only-{analysis}": local(checkpoints["gelu"], 1000, [analysis]) for analysis in ALONE}
+    results = run(tmp_path, {"full": local(checkpoints["swiglu"], 0), **alone})
+    assert_present(results, [*always("full"), "alignment/gated.tsv",
+                             *(p for stage in STAGES for p in final_outputs("full", stage))])
+    for analysis in ALONE:
+        model = f"only-{analysis}"
+        assert_present(results, [*always(model), *final_outputs(model, analysis)])
+        for stage in set(STAGES) - {analysis}:  # nothing of the stages the model does not take
+            assert not list((results / stage).glob(f"{model}*")), (model, stage)
+            assert not list((results / "figures" / stage).glob(f"{model}.*")), (model, stage)
     assert set(pd.read_csv(results / "alignment/gated.tsv", sep="\t")["model"]) == {"full"}  # the gate needs dynamics
-    for table, models in (("alignment/table1.tsv", {"full", "partial"}), ("continuity/table2.tsv", {"full"}),
-                          ("coupling/models.tsv", {"full"}), ("topology/method_comparison.tsv", {"full"}),
-                          ("across_papers/models.tsv", {"full", "partial"})):
-        rows = pd.read_csv(results / table, sep="\t")
-        assert set(rows["model"]) == models, table
+    for table, stage in (("alignment/table1.tsv", "alignment"), ("continuity/table2.tsv", "continuity"),
+                         ("coupling/models.tsv", "coupling"), ("topology/method_comparison.tsv", "topology")):
+        assert set(pd.read_csv(results / table, sep="\t")["model"]) == {"full"} | ({f"only-{stage}"} & set(alone)), table
+    assert set(pd.read_csv(results / "across_papers/models.tsv", sep="\t")["model"]) == {"full", *alone}

@@ -4,6 +4,7 @@ are recorded. The table in docs/reruns.md is this test's output (it fails when t
 table disagree; CROSSLAYER_WRITE_DOCS=1 rewrites the table), and no key outside EXPENSIVE_KEYS may
 plan an expensive job again: a statistic, a summary or a figure setting re-runs only what reads it."""
 
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -260,12 +261,13 @@ def reruns(tiny_run, tmp_path_factory):
     (tiny_run / "scores.csv").write_text("model,score\ntiny-gelu,30\ntiny-swiglu,31\n")
     (tiny_run / "mnist").mkdir(exist_ok=True)
     assert planned(tiny_run, TINY) == {}  # the finished run plans nothing
-    out = {}
+    jobs = []
     for key, value in CHANGES.items():
-        path = folder / f"{key}.yaml"
-        path.write_text(yaml.safe_dump(overlay(key, value)))
-        out[key] = planned(tiny_run, TINY, path)
-    return out
+        (folder / f"{key}.yaml").write_text(yaml.safe_dump(overlay(key, value)))
+        jobs.append((tiny_run, TINY, folder / f"{key}.yaml"))
+    # dry runs only read the run's files: two at a time, one per core
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return dict(zip(CHANGES, pool.starmap(planned, jobs, chunksize=4)))
 
 
 def test_every_key_of_the_schema_is_changed_or_said_why_not():
