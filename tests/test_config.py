@@ -483,3 +483,21 @@ def test_a_dataset_source_without_the_datasets_package_names_the_key_and_the_ext
     with pytest.raises(ImportError, match=r"dynamics\.samples\.dataset asks for a Hugging Face dataset, .*'datasets': "
                                           r"pip install -e '\.\[datasets\]'"):
         dataset_texts("Salesforce/wikitext", key="dynamics.samples.dataset")
+
+
+def test_data_rules_pass_only_the_settings_their_source_reads():
+    # a key of a source not selected must not reach a rule's params: a dataset's path under the
+    # offline corpus re-trained every model (issue 39; tests/test_reruns.py plans it on the workflow)
+    from crosslayer.config import corpus_params, mnist_params, samples_params
+
+    dataset = {"path": "Salesforce/wikitext", "name": None, "split": "train"}
+    corpus = {"source": "wikipedia", "dataset": dataset, "tokenizer": None, "tokenizer_revision": "main",
+              "vocab_size": 512, "max_chars": 1000}
+    assert corpus_params(corpus) == {"source": "wikipedia", "max_chars": 1000, "tokenizer": None, "vocab_size": 512}
+    assert corpus_params(corpus | {"source": "dataset", "tokenizer": "gpt2"}) == {
+        "source": "dataset", "max_chars": 1000, "tokenizer": "gpt2", "dataset": dataset, "tokenizer_revision": "main"}
+    assert samples_params({"source": "corpus", "dataset": dataset}) == {"source": "corpus"}
+    assert samples_params({"source": "dataset", "dataset": dataset}) == {"source": "dataset", "dataset": dataset}
+    data = {"source": "package", "directory": "mnist", "test_fraction": 0.2, "seed": 1}
+    assert mnist_params(data) == {"source": "package", "test_fraction": 0.2, "seed": 1}
+    assert mnist_params(data | {"source": "directory"}) == {"source": "directory", "directory": "mnist"}
