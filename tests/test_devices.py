@@ -31,3 +31,13 @@ def test_every_setting_asking_for_cuda_is_named():
               "transformer_ablations": {"train": {"device": "cuda"}},
               "models": {"a": {"train": {"device": "cuda"}}, "b": {"source": "hub"}}}
     assert cuda_settings(config) == ["dynamics.device", "transformer_ablations.train.device", "models.a.train.device"]
+
+
+def test_a_jobs_device_comes_from_its_config_block_checked():
+    # not a rule param (a change re-runs nothing), but checked as one: the key is named
+    from crosslayer.devices import configured_device
+
+    assert configured_device({"coupling": {"device": "cpu"}}, "coupling") == "cpu"
+    if no_cuda_reason() is not None:
+        with pytest.raises(ValueError, match="dynamics.device is 'cuda' but"):
+            configured_device({"dynamics": {"device": "cuda"}}, "dynamics")

@@ -2,7 +2,7 @@
 
 import torch
 
-__all__ = ["check_device", "no_cuda_reason"]
+__all__ = ["check_device", "configured_device", "no_cuda_reason"]
 
 
 def no_cuda_reason():
@@ -28,3 +28,12 @@ def check_device(device, key):
         raise ValueError(f"{key} is 'cuda' but {reason}: set {key}: cpu, or run this job on a GPU node "
                          "(a cluster profile sends jobs with gpu=1 to one)")
     return device
+
+
+def configured_device(config, block):
+    """The checked (:func:`check_device`) device a job's config block sets (``<block>.device``).
+
+    A job reads it from the config, not from its rule's params: like the thread count, the device
+    changes speed and float rounding only, so changing it must re-run nothing.
+    """
+    return check_device(config[block]["device"], f"{block}.device")

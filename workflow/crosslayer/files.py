@@ -11,8 +11,8 @@ from pathlib import Path
 
 from crosslayer.errors import CheckpointError
 
-__all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "read_manifest", "sha256", "stat",
-           "stat_cache_path", "trusted_stat", "write_json_atomically"]
+__all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "is_racy", "read_manifest", "sha256",
+           "stat", "stat_cache_path", "write_json_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +61,11 @@ def stat(path):
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
-def trusted_stat(path, *, now=None):
-    """:func:`stat` of a file (or `now`, one taken just before), or None while the file changed too
-    recently (:data:`RACY_NS`) for its ctime to tell a later change in the same tick of a coarse
-    file-system clock apart: a stat cache records no such file, which is hashed again next time."""
-    now = now or stat(path)
-    return None if time.time_ns() - now[2] < RACY_NS else now
+def is_racy(st):
+    """True while a file whose :func:`stat` is `st` changed too recently (:data:`RACY_NS`) for its
+    ctime to tell a later change in the same tick of a coarse file-system clock apart: a stat cache
+    records no such file, which is hashed again next time."""
+    return time.time_ns() - st[2] < RACY_NS
 
 
 def sha256(path):
@@ -204,7 +203,7 @@ def first_changed_file(root, recorded, stat_cache):
             found = sha256(path)
             if found != expected:
                 return name, found
-            if trusted_stat(path, now=now) is None:
+            if is_racy(now):
                 continue  # changed too recently to be told apart from a later change: hashed next time
         seen[name] = [*now, expected]
     if stat_cache is not None and seen != cache:

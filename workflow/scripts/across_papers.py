@@ -9,7 +9,7 @@ import pandas as pd
 from crosslayer.across import measures as read
 from crosslayer.across.catalog import catalog, legend
 from crosslayer.across.tables import boundary_table, correlations, emergence, emergence_order
-from crosslayer.npz import open_npz
+from crosslayer.npz import load_npz
 
 params, inputs, settings = snakemake.params, snakemake.input, snakemake.params.settings
 steps, analyses = params.steps, params.analyses
@@ -19,18 +19,13 @@ def tsv(path):
     return pd.read_csv(path, sep="\t")
 
 
-def npz(path):
-    with open_npz(path) as arrays:
-        return {key: arrays[key] for key in arrays.files}
-
-
 columns = catalog(projections=settings["projections"], Ks=settings["Ks"], metric=params.metric,
                        community_method=settings["community_method"])
 parts, spectra = [], {step: tsv(path) for step, path in zip(steps, inputs.get("spectra", []))}
 if "alignment" in analyses:
     parts.append(read.alignment_measures(tsv(inputs.adjacent), tsv(inputs.alignment_baseline)))
 if "continuity" in analyses:
-    checkpoints = {step: (npz(a), tsv(t)) for step, a, t in zip(steps, inputs.continuity_npz, inputs.continuity_tables)}
+    checkpoints = {step: (load_npz(a), tsv(t)) for step, a, t in zip(steps, inputs.continuity_npz, inputs.continuity_tables)}
     parts.append(read.continuity_measures(checkpoints, settings["projections"]))
 if "coupling" in analyses:
     parts.append(read.coupling_measures(tsv(inputs.depthwise), Ks=settings["Ks"],
@@ -38,7 +33,7 @@ if "coupling" in analyses:
 if "dynamics" in analyses:
     parts.append(read.jacobian_measures(spectra))
 if "topology" in analyses:
-    partitions = {step: npz(path) for step, path in zip(steps, inputs.partitions)}
+    partitions = {step: load_npz(path) for step, path in zip(steps, inputs.partitions)}
     parts.append(read.community_measures(partitions, method=settings["community_method"],
                                          draws=settings["baseline_draws"], seed=settings["seed"]))
 values = pd.concat(parts or [pd.DataFrame(columns=read.COLUMNS)], ignore_index=True)

@@ -6,11 +6,9 @@ import torch
 
 torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
 
-from crosslayer.devices import check_device
+from crosslayer.devices import configured_device
 
-# the device changes speed and float rounding only, as threads do: not a param (a change re-runs nothing)
-device = snakemake.config["dynamics"]["device"]
-check_device(device, "dynamics.device")  # no GPU here: name the key before any work
+device = configured_device(snakemake.config, "dynamics")  # no GPU here: name the key before any work
 
 import numpy as np
 from tqdm import tqdm

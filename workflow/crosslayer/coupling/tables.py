@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.coupling.regularity import unpack_symmetric, windowed_expodistance, windowed_line_shape
-from crosslayer.npz import open_npz
+from crosslayer.npz import load_npz
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
            "regularity_across_models", "subset_fits", "summarize_steps", "windowed_regularity"]
@@ -24,8 +24,7 @@ TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L aft
 
 def load_checkpoint(path):
     """The arrays of one checkpoint's ``.coupling.npz`` as a dict (strings as Python lists)."""
-    with open_npz(path) as data:
-        out = {key: data[key] for key in data.files}
+    out = load_npz(path)
     for key, what in (("sources", "per-source coupling tables"),  # else every source silently pooled
                       ("step_gram", "windowed statistics of any width")):
         if key not in out:
@@ -84,9 +83,8 @@ def windowed_regularity(data, *, width):
     """
     L = data["norms"].shape[0] - 1
     raw_steps = [*range(L - 1), L]  # the shared steps, then the one to the raw x^L
-    raw_norms = np.concatenate([data["norms"][:-1], data["norm_last_raw"][None]])
     out = {"ed_windowed": windowed_expodistance(data["norms"], width=width),
-           "ed_windowed_raw": windowed_expodistance(raw_norms, width=width),
+           "ed_windowed_raw": windowed_expodistance(_raw_norms(data), width=width),
            "lss_windowed": np.empty_like(data["norms"], dtype=np.float64),
            "lss_windowed_raw": np.empty_like(data["norms"], dtype=np.float64)}
     for start in range(0, data["step_gram"].shape[0], 4096):  # (4096, L + 1, L + 1) float64 at a time
@@ -154,9 +152,13 @@ def _step_rows(data, prompts, tokens, **keys):
              "coupling_sd": prompts[f"coupling_K{K}"].std(ddof=1), **regularity} for K in data["Ks"]]
 
 
+def _raw_norms(data):
+    """``||x^l||`` (L + 1, N) with ``x^L`` before the final norm: only the last state differs."""
+    return np.concatenate([data["norms"][:-1], data["norm_last_raw"][None]])
+
+
 def _regularity_rows(data, windows, tokens, **keys):
-    norms = {"": data["norms"][:, tokens], "_raw": np.concatenate([data["norms"][:-1, tokens],
-                                                                   data["norm_last_raw"][None, tokens]])}
+    norms = {"": data["norms"][:, tokens], "_raw": _raw_norms(data)[:, tokens]}
     rows = []
     for depth in range(data["norms"].shape[0]):
         row = {**keys, "depth": depth, "logit_entropy_median": np.median(data["logit_entropy"][depth, tokens])}

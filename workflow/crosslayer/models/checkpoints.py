@@ -38,11 +38,11 @@ from crosslayer.errors import CheckpointError
 from crosslayer.files import (
     checkpoint_files,
     first_changed_file,
+    is_racy,
     read_manifest,
     sha256,
     stat,
     stat_cache_path,
-    trusted_stat,
     write_json_atomically,
 )
 
@@ -310,7 +310,7 @@ def write_manifest(out_path, *, model, step, source, checkpoint_dir, repo=None, 
     for name, path in checkpoint_files(checkpoint_dir):
         before = stat(path)  # before the hash: a change while hashing shows at the next look
         manifest["files"][name] = sha256(path)
-        if trusted_stat(path, now=before):
+        if not is_racy(before):
             stats[name] = [*before, manifest["files"][name]]
     write_json_atomically(out_path, manifest)
     if stat_cache:
