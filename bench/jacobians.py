@@ -282,7 +282,7 @@ def _scale_schur(Js, d_model, rng, add, full_layers):
     """Schur surgery at scale, composed from its parts (one of each): at d = 4096 a whole layer
     takes about 30 min on 2 cores."""
     from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, SchurProduct, torch_of, triangle_svd
-    from crosslayer.linalg.schur import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
+    from crosslayer.dynamics.surgery import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
 
     draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
     fast = d_model >= TORCH_MIN_WIDTH

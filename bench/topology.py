@@ -72,7 +72,7 @@ def bench_permutation(sizes=(576, 1024, 4096), n_permutations=5000, repeat=3, co
     per-permutation loop on the same random stream, and of one layer's statistics."""
     import math
 
-    from crosslayer.dynamics.statistics import boundary_coupling, jacobian_column_norms, mesoscale_test
+    from crosslayer.dynamics.statistics import boundary_node_test, jacobian_column_norms, mesoscale_test
     from crosslayer.stats.permutation import (
         permutation_test,
         permutation_test_loop,
@@ -86,7 +86,7 @@ def bench_permutation(sizes=(576, 1024, 4096), n_permutations=5000, repeat=3, co
     print(f"{'test':<18} {'d':>5} {'n':>5} {'perms':>6} {'batched':>8} {'loop':>8} {'loop/batched':>13} {'same p':>7}")
     rows = []
     for d in sizes:
-        k = math.floor(0.1 * d + 1e-9)  # as boundary_coupling: two tails of floor(10% of d) units
+        k = math.floor(0.1 * d + 1e-9)  # as boundary_node_test: two tails of floor(10% of d) units
         top, bottom = rng.lognormal(0.05, 0.2, k), rng.lognormal(0.0, 0.2, k)
         rows.append(("boundary Cohen's d", d, 2 * k, n_permutations,  # defaults bind this d's tails
                      lambda a=top, b=bottom: permutation_test(a, b, "cohens_d", n_permutations=n_permutations),
@@ -113,6 +113,6 @@ def bench_permutation(sizes=(576, 1024, 4096), n_permutations=5000, repeat=3, co
         participation = rng.random(d)
         participation[rng.random(d) < 0.02] = np.nan  # isolated units
         t_meso, _ = _timed(lambda: mesoscale_test(J, membership, n_random=100), repeat)
-        t_bound, _ = _timed(lambda: boundary_coupling(jacobian_column_norms(J), participation,
+        t_bound, _ = _timed(lambda: boundary_node_test(jacobian_column_norms(J), participation,
                                                       n_permutations=n_permutations), repeat)
         print(f"{d:>5} {np.unique(membership).size:>4} {t_meso:>10.3f} {t_bound:>9.3f} {t_meso + t_bound:>7.3f}")

@@ -53,7 +53,8 @@ MEMORY_SHAPES = {
 
 def bench_memory(d_model=None, n_layers=24, d_ff=None, n_heads=None, k=10, threads=2, workdir=None,
                  family="gpt_neox"):
-    """Print the peak RSS of ``align_checkpoint`` on a synthetic checkpoint vs the formula."""
+    """Print the peak RSS of the ``mlp_alignment`` job (``measure_checkpoint``) on a synthetic checkpoint vs the
+    formula."""
     shape = {**MEMORY_SHAPES[family], **{key: value for key, value in
                                          (("d_model", d_model), ("d_ff", d_ff), ("n_heads", n_heads)) if value}}
     d_model, d_ff = shape["d_model"], shape["d_ff"]
@@ -61,8 +62,9 @@ def bench_memory(d_model=None, n_layers=24, d_ff=None, n_heads=None, k=10, threa
     try:
         ckpt = write_synthetic_checkpoint(tmp / "ckpt", n_layers=n_layers, family=family, **shape)
         size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
-        measured = _measure(ckpt, threads, "from crosslayer.alignment.measure import align_checkpoint",
-                            f"align_checkpoint(manifest, k={k})")
+        measured = _measure(ckpt, threads,
+                            "from crosslayer.alignment.measure import AlignmentSettings, measure_checkpoint",
+                            f"measure_checkpoint(manifest, AlignmentSettings(k={k}))")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     # One layer beyond the memory map: up + down as float16 copies out of the file and their
@@ -110,9 +112,9 @@ def bench_continuity(d_model=4096, n_layers=3, d_ff=14336, n_heads=32, n_kv_head
         ckpt = write_synthetic_checkpoint(tmp / "ckpt", d_model=d_model, n_layers=n_layers, d_ff=d_ff, n_heads=n_heads,
                                           n_kv_heads=n_kv_heads, family="llama")
         size = sum(f.stat().st_size for f in ckpt.iterdir()) / 2**20
-        measured = _measure(ckpt, threads, "from crosslayer.continuity.measure import PROJECTIONS, continuity_checkpoint\n"
+        measured = _measure(ckpt, threads, "from crosslayer.continuity.measure import PROJECTIONS, measure_checkpoint\n"
                             "from crosslayer.continuity.statistics import checkpoint_summary",
-                            f"checkpoint_summary(continuity_checkpoint(manifest, device={device!r}), "
+                            f"checkpoint_summary(measure_checkpoint(manifest, device={device!r}), "
                             f"projections=PROJECTIONS, n_components={min(3, n_layers - 1)}, draws=1000)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,15 +1,28 @@
-"""Shared test setup. Tiny random models of every family: tests/tiny_families.py (``tiny_model(family)``
-and the shared shapes); the reduced workflow config: tests/configs/tiny.yaml."""
+"""Shared test setup. Tests sit beside what they test: tests/<subpackage>/test_<module>.py for
+workflow/crosslayer/<subpackage>/<module>.py, tests/bench/ for bench/, and tests/workflow/ for what
+runs Snakemake or SLURM or checks the documents and envs. Helper modules at this level (importable
+from every test through pytest's pythonpath): tiny random models of every family,
+tests/tiny_families.py (``tiny_model(family)`` and the shared shapes); Snakemake in a subprocess,
+tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml."""
 
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import matplotlib
 import pytest
+import torch
+import transformers
 
 matplotlib.use("Agg")  # figures in tests never need a display
+import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+# Tiny models gain nothing from threads on a shared machine; tiny vocabularies make transformers
+# warn about token ids on every config.
+torch.set_num_threads(1)
+transformers.logging.set_verbosity_error()
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """The workflow run for real on tests/configs/tiny.yaml, once per session (minutes): the outputs
-    test_workflow.py checks, and those test_module.py compares a run through a module with."""
+    tests/workflow/test_workflow.py checks, and those the other workflow tests start from."""
     workdir = tmp_path_factory.mktemp("tiny_run")
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
@@ -42,3 +55,39 @@ def cluster(tmp_path_factory):
         pytest.skip(reason)
     with SlurmCluster(tmp_path_factory.mktemp("slurm")).start() as running:
         yield running
+
+
+@pytest.fixture
+def ax():
+    """The axes of a new figure, closed after the test."""
+    fig, ax = plt.subplots()
+    yield ax
+    plt.close(fig)
+
+
+@pytest.fixture
+def strict():
+    """Warnings are errors while the test runs (a singular axis makes matplotlib warn)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+@pytest.fixture
+def fig(strict):
+    """A new figure in constrained layout, drawn with warnings as errors, closed after the test."""
+    fig = plt.figure(layout="constrained")
+    yield fig
+    plt.close(fig)
+
+
+@pytest.fixture
+def offline(monkeypatch):
+    """The Hugging Face hub switched off, as HF_HUB_OFFLINE=1 does for a new process."""
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # huggingface_hub reads HF_HUB_OFFLINE once, when huggingface_hub.constants is imported,
+    # and is_offline_mode() (checked before every HTTP request) returns that constant, so
+    # setting the variable now is not enough: patch the constant too.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)

@@ -1,3 +1,7 @@
+"""The config (crosslayer.config): steps, checkpoints and settings resolved from either form, every
+refusal naming its key, the keys a message names in the schema, and config/README.md documenting
+every key with the schema's default."""
+
 import ast
 import re
 from pathlib import Path
@@ -5,13 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from crosslayer.across.catalog import catalog
 from crosslayer.config import (
+    across_papers_settings,
     check_config,
     check_model_entries,
     check_model_sizes,
     dataset_keys,
     local_checkpoints,
     model_steps,
+    read_scores,
     reference_step,
     resolve_checkpoints,
     train_settings,
@@ -312,8 +319,6 @@ def test_resolve_rejects_incomplete_config(cfg, key):
         resolve_checkpoints(cfg)
 
 
-
-
 def test_toy_settings_merge_the_run_over_the_block():
     from crosslayer.config import toy_settings
 
@@ -375,14 +380,15 @@ def test_model_analyses_are_the_activated_stages_a_model_names():
 
 
 def test_a_weight_only_family_in_an_activation_stage_is_refused_naming_model_and_stages():
+    BERT = {"closed_form", "uniform_layers", "own_attention", "pre_mlp_stream"}  # what an encoder can do: not causal
     config = config_with()
     config["models"]["enc"] = {"source": "local", "checkpoints": {"1": "/e"}}
     with pytest.raises(ValueError, match=r"models.enc.analyses: bert has no causal residual stream, so the "
                                          r"coupling, dynamics, topology stage\(s\) cannot run on it; set "
                                          r"models.enc.analyses: \['alignment', 'continuity'\]"):
-        check_config(config, families={"enc": ("bert", ("alignment", "continuity"), "has no causal residual stream")})
+        check_config(config, families={"enc": ("bert", BERT, "has no causal residual stream")})
     config["models"]["enc"]["analyses"] = ["alignment", "continuity"]
-    check_config(config, families={"enc": ("bert", ("alignment", "continuity"), "has no causal residual stream")})
+    check_config(config, families={"enc": ("bert", BERT, "has no causal residual stream")})
     config["models"]["m"]["analyses"] = ["alignment", "topology"]
     with pytest.raises(ValueError, match=r"models.m.analyses: topology needs dynamics"):
         check_config(config)
@@ -487,7 +493,7 @@ def test_a_dataset_source_without_the_datasets_package_names_the_key_and_the_ext
 
 def test_data_rules_pass_only_the_settings_their_source_reads():
     # a key of a source not selected must not reach a rule's params: a dataset's path under the
-    # offline corpus re-trained every model (issue 39; tests/test_reruns.py plans it on the workflow)
+    # offline corpus re-trained every model (issue 39; tests/workflow/test_reruns.py plans it on the workflow)
     from crosslayer.config import corpus_params, mnist_params, samples_params
 
     dataset = {"path": "Salesforce/wikitext", "name": None, "split": "train"}
@@ -501,3 +507,40 @@ def test_data_rules_pass_only_the_settings_their_source_reads():
     data = {"source": "package", "directory": "mnist", "test_fraction": 0.2, "seed": 1}
     assert mnist_params(data) == {"source": "package", "test_fraction": 0.2, "seed": 1}
     assert mnist_params(data | {"source": "directory"}) == {"source": "directory", "directory": "mnist"}
+
+
+# -- settings of other stages' blocks ------------------------------------------------------
+
+
+def across_papers_config(**across):
+    return {"across_papers": {"projections": None, "Ks": None, "community_method": None, **across},
+            "continuity": {"projections": ["q", "o"]}, "coupling": {"Ks": [10, 30]},
+            "topology": {"methods": ["signed_cpm", "infomap"]}}
+
+
+def test_settings_default_to_what_the_stages_compute_and_name_the_key_otherwise():
+    settings = across_papers_settings(across_papers_config())
+    assert settings["projections"] == ["q", "o"] and settings["Ks"] == [10, 30]
+    assert settings["community_method"] == "signed_cpm"
+    assert [m.name for m in catalog(projections=["q"], Ks=[10])][:4] == [
+        "alignment_output", "alignment_input", "continuity_q_u1", "continuity_q_v1"]
+    for key, value, message in (("projections", ["v"], r"across_papers.projections: \['v'\] are not computed"),
+                                ("Ks", [50], r"across_papers.Ks: \[50\] are not computed"),
+                                ("community_method", "signed_rb", "across_papers.community_method: 'signed_rb'")):
+        with pytest.raises(ValueError, match=message):
+            across_papers_settings(across_papers_config(**{key: value}))
+
+
+def test_score_table_errors_name_the_file_line_and_model(tmp_path):
+    path = tmp_path / "scores.csv"
+    path.write_text("model,score\na,41.5\nb,n/a\nc,12\n")
+    with pytest.raises(ValueError, match=r"line 3: score 'n/a' of model 'b' is not a number"):
+        read_scores(path, models=["a", "b"])
+    assert read_scores(path, models=["a", "c"]) == {"a": 41.5, "c": 12.0}
+    with pytest.raises(ValueError, match=r"no score for model\(s\) \['d'\]"):
+        read_scores(path, models=["a", "d"])
+    (tmp_path / "bad.csv").write_text("name,value\na,1\n")
+    with pytest.raises(ValueError, match="columns model,score"):
+        read_scores(tmp_path / "bad.csv", models=["a"])
+    with pytest.raises(ValueError, match="cannot read"):
+        read_scores(tmp_path / "missing.csv", models=["a"])

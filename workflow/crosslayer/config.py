@@ -8,6 +8,8 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 import csv
 import math
 
+from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
+
 __all__ = [
     "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
     "resolve_checkpoints",
@@ -189,17 +191,12 @@ def torchvision_keys(config):
 
 def cuda_settings(config):
     """The ``device`` settings that ask for CUDA, as dotted keys (e.g. ``dynamics.device``)."""
-    blocks = {name: config.get(name) for name in ("train", "alignment", "dynamics", "coupling", "continuity")}
+    blocks = {name: config.get(name) for name in ("train", *(s.name for s in STAGES if s.device))}
     blocks["transformer_ablations.train"] = config.get("transformer_ablations", {}).get("train")
     blocks |= {f"models.{m}.train": entry.get("train") for m, entry in config["models"].items()}
     return [f"{name}.device" for name, block in blocks.items() if (block or {}).get("device") == "cuda"]
 
 
-#: Per-model stages (``models.<id>.analyses``); the first two read weights only.
-ANALYSES = ("alignment", "continuity", "coupling", "dynamics", "topology")
-#: The stages whose jobs tokenize text with the checkpoint's own tokenizer (topology reads the
-#: dynamics stage's activations).
-TOKENIZING_STAGES = ("coupling", "dynamics", "topology")
 
 
 def model_analyses(config, model):
@@ -238,9 +235,9 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         that depend on a model's size are checked here for these models and in their jobs for
         the others.
     families : dict, optional
-        Model id -> ``(model_type, supported analyses, why not the others)`` of models whose family
-        is known from their config.json (an encoder such as BERT supports the weight analyses
-        only; a family run by the generic path everything but topology).
+        Model id -> ``(model_type, capabilities, what it lacks in words)`` of models whose family is
+        known from their config.json (its adapter's ``capabilities`` and ``limits``): the analyses
+        it takes part in must need no capability it lacks (:data:`crosslayer.stages.STAGES`).
     contexts : dict, optional
         Model id -> the longest sequence its config.json allows (None: no limit) of models whose
         checkpoints were read; trained models' is their ``train.context``. ``coupling.prompts.max_tokens``
@@ -249,7 +246,8 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         Model id -> ``{step: directory}`` of its read checkpoints that hold no tokenizer files: refused
         when the model takes part in a stage that tokenizes text (:data:`TOKENIZING_STAGES`).
     """
-    for name, (model_type, supported, limits) in (families or {}).items():
+    for name, (model_type, capabilities, limits) in (families or {}).items():
+        supported, _ = supported_stages(capabilities)
         other = [a for a in model_analyses(config, name) if a not in supported]
         if other:
             allowed = [a for a in model_analyses(config, name) if a in supported]
@@ -261,8 +259,10 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         analyses = cfg.get("analyses") or ANALYSES
-        if "topology" in analyses and "dynamics" not in analyses and config["topology"]["activate"]:
-            raise ValueError(f"{key}.analyses: topology needs dynamics (the topology stages read its Jacobians)")
+        for analysis in analyses:
+            after = [a for a in stage(analysis).after if a not in analyses]
+            if after and config[analysis].get("activate", True):
+                raise ValueError(f"{key}.analyses: {analysis} needs {', '.join(after)} (it reads their results)")
         steps = model_steps(cfg)
         if "reference_step" in cfg and cfg["reference_step"] not in steps:
             raise ValueError(f"{key}.reference_step: {cfg['reference_step']} is not one of the model's steps {steps}")

@@ -1,7 +1,9 @@
 """Errors a user can act on (each names the model, revision and file involved), and the one warning the
 analyses give about usable but degenerate input."""
 
-__all__ = ["CheckpointError", "CorruptFileError", "DegenerateInputWarning"]
+from contextlib import contextmanager
+
+__all__ = ["CheckpointError", "CorruptFileError", "DegenerateInputWarning", "naming_checkpoint"]
 
 
 class CheckpointError(RuntimeError):
@@ -28,6 +30,41 @@ class CheckpointError(RuntimeError):
             revision=self.revision or revision,
             file=self.file or file,
         )
+
+
+@contextmanager
+def naming_checkpoint(manifest, *, file=None):
+    """Make every refusal raised inside name the checkpoint: a ``ValueError`` (bad input, a non-finite
+    value, too small a rank) or ``NotImplementedError`` (a family or variant without support) becomes
+    a :class:`CheckpointError` naming its model, revision and file, as does a :class:`CheckpointError`
+    that names none of them; one that names any (the loaders') passes unchanged.
+
+    Parameters
+    ----------
+    manifest : dict
+        The checkpoint's manifest (``model``, optional ``revision``, ``path``).
+    file : str or path-like, optional
+        The file to name instead of the checkpoint's path (e.g. an input the checkpoint is run on).
+
+    Example
+    -------
+    >>> try:
+    ...     with naming_checkpoint({"model": "m", "revision": "step7", "path": "ckpt"}):
+    ...         raise ValueError("layer 3: not finite")
+    ... except CheckpointError as err:
+    ...     print(err)
+    model 'm' revision 'step7' file 'ckpt': layer 3: not finite
+    """
+    where = {"model": manifest["model"], "revision": manifest.get("revision"),
+             "file": str(manifest["path"] if file is None else file)}
+    try:
+        yield
+    except CheckpointError as err:
+        if err.model is not None or err.revision is not None or err.file is not None:
+            raise
+        raise err.with_context(**where) from err
+    except (ValueError, NotImplementedError) as err:
+        raise CheckpointError(str(err), **where) from err
 
 
 class CorruptFileError(RuntimeError):

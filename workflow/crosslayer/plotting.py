@@ -1,14 +1,23 @@
 """Figure helpers shared by the papers' figures: step labels and axes, depth colours, the depth profile,
 the training loss, panel grids and saving. Each ``plot_*`` draws into a given Axes and returns the
-main artist; ``save_png_and_pdf`` is the one function that writes. Per paper: ``crosslayer.<paper>.plots``.
+main artist; ``save_png_and_pdf`` is the one function that writes. Per paper: ``crosslayer.<paper>.plots``
+(Axes level) and ``crosslayer.<paper>.figures`` (the report figures).
+
+The training-loss figure of the models the workflow trains lives here: :data:`TRAINING_FIGURES`
+(``{name: function}``, the ``plot_training_loss`` rule's outputs) over :func:`load_training_inputs`.
 """
+
+from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "format_step", "set_step_axis", "plot_training_loss", "plot_depth_profile", "pick_steps", "step_grid",
-    "save_png_and_pdf", "depth_colors",
+    "save_png_and_pdf", "save_figures", "depth_colors", "TrainingFigureInputs", "load_training_inputs", "training_loss_figure",
+    "TRAINING_FIGURES",
 ]
 
 
@@ -131,10 +140,47 @@ def step_grid(n, *, ncols=4, size=(3.6, 3.2)):
     return fig, list(axes.flat[:n])
 
 
-def save_png_and_pdf(fig, png, *, dpi):
-    """Write `fig` to `png` and, as vector graphics, beside it with the suffix .pdf; close it."""
+def save_figures(table, inputs, pngs, *, dpi, pdf=True):
+    """Draw every figure of a figure table (name -> function of `inputs` returning a Figure) and
+    save each to ``pngs[name]`` with :func:`save_png_and_pdf`: a plotting rule's whole job."""
+    for name, draw in table.items():
+        save_png_and_pdf(draw(inputs), pngs[name], dpi=dpi, pdf=pdf)
+
+
+def save_png_and_pdf(fig, png, *, dpi, pdf=True):
+    """Write `fig` to `png` and, as vector graphics, beside it with the suffix .pdf (unless not
+    `pdf`); close it."""
     import matplotlib.pyplot as plt
 
     fig.savefig(png, dpi=dpi)
-    fig.savefig(str(png).removesuffix(".png") + ".pdf")
+    if pdf:
+        fig.savefig(str(png).removesuffix(".png") + ".pdf")
     plt.close(fig)
+
+
+@dataclass(frozen=True)
+class TrainingFigureInputs:
+    """What the training figures show: the model's name and its training log (``loss.tsv`` of the
+    training run: ``step``, ``loss``, optionally ``eval_loss``)."""
+
+    model: str
+    loss: pd.DataFrame
+
+
+def load_training_inputs(*, model, run):
+    """Read the training log of `model` from its training run's directory `run`."""
+    return TrainingFigureInputs(model=model, loss=pd.read_csv(Path(run) / "loss.tsv", sep="\t"))
+
+
+def training_loss_figure(inputs):
+    """Training (and held-out) loss against step."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
+    plot_training_loss(ax, inputs.loss)
+    ax.set_title(f"{inputs.model}: training loss")
+    return fig
+
+
+#: The ``plot_training_loss`` rule's figures, in output order.
+TRAINING_FIGURES = {"loss": training_loss_figure}

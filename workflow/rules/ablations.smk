@@ -91,22 +91,7 @@ rule plot_ablations:
         summary=rules.summarize_ablations.output.table,
         tables=rules.summarize_ablations.input.tables,
     output:
-        png=report(
-            "results/figures/continuity/ablations.png",
-            caption="../report/ablations_bars.rst",
-            category="Continuity",
-            subcategory="Transformer ablations",
-            labels={"figure": "continuity per run"},
-        ),
-        pdf="results/figures/continuity/ablations.pdf",
-        over_training=report(
-            "results/figures/continuity/ablations_over_training.png",
-            caption="../report/ablations_over_training.rst",
-            category="Continuity",
-            subcategory="Transformer ablations",
-            labels={"figure": "continuity over training"},
-        ),
-        over_training_pdf="results/figures/continuity/ablations_over_training.pdf",
+        **figure_outputs("transformer_ablations"),
     log:
         "logs/plot_ablations.log",
     benchmark:

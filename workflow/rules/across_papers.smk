@@ -70,10 +70,7 @@ rule plot_across_papers:
         correlations=rules.across_papers.output.correlations,
         emergence=rules.across_papers.output.emergence,
     output:
-        profiles=figure("across_papers", "profiles", "across_profiles", category="Across papers"),
-        correlations=figure("across_papers", "correlations", "across_correlations", category="Across papers"),
-        emergence=figure("across_papers", "emergence", "across_emergence", category="Across papers"),
-        pdfs=expand("results/figures/across_papers/{{model}}.{name}.pdf", name=ACROSS_FIGURES),
+        **figure_outputs("across_papers"),
     log:
         "logs/plot_across_papers/{model}.log",
     benchmark:
@@ -92,14 +89,7 @@ rule plot_across_papers_models:
         models=rules.across_papers_models.output.models,
         measures=expand("results/across_papers/{model}/measures.tsv", model=MODELS),
     output:
-        png=figure(
-            "across_papers",
-            "baseline_ratios",
-            "across_baseline_ratios",
-            model="all_models",
-            category="Across papers",
-        ),
-        pdf="results/figures/across_papers/all_models.baseline_ratios.pdf",
+        **figure_outputs("across_papers", all_models=True),
     log:
         "logs/plot_across_papers_models.log",
     benchmark:

@@ -88,38 +88,7 @@ rule plot_alignment:
         adjacent=rules.summarize_alignment.output.adjacent,
         baseline=rules.summarize_alignment.output.baseline,
     output:
-        adjacent_mean=report(
-            "results/figures/alignment/{model}.adjacent_mean.png",
-            caption="../report/adjacent_mean.rst",
-            category="Alignment",
-            subcategory="{model}",
-            labels={"model": "{model}", "figure": "adjacent mean"},
-        ),
-        adjacent_mean_pdf="results/figures/alignment/{model}.adjacent_mean.pdf",
-        boundary_heatmap=report(
-            "results/figures/alignment/{model}.boundary_heatmap.png",
-            caption="../report/boundary_heatmap.rst",
-            category="Alignment",
-            subcategory="{model}",
-            labels={"model": "{model}", "figure": "boundary heatmap"},
-        ),
-        boundary_heatmap_pdf="results/figures/alignment/{model}.boundary_heatmap.pdf",
-        boundary_trajectories=report(
-            "results/figures/alignment/{model}.boundary_trajectories.png",
-            caption="../report/boundary_trajectories.rst",
-            category="Alignment",
-            subcategory="{model}",
-            labels={"model": "{model}", "figure": "boundary trajectories"},
-        ),
-        boundary_trajectories_pdf="results/figures/alignment/{model}.boundary_trajectories.pdf",
-        pairwise=report(
-            "results/figures/alignment/{model}.pairwise.png",
-            caption="../report/pairwise.rst",
-            category="Alignment",
-            subcategory="{model}",
-            labels={"model": "{model}", "figure": "pairwise"},
-        ),
-        pairwise_pdf="results/figures/alignment/{model}.pairwise.pdf",
+        **figure_outputs("alignment"),
     log:
         "logs/plot_alignment/{model}.log",
     benchmark:
@@ -139,14 +108,7 @@ rule plot_alignment_overview:
         adjacent=expand("results/alignment/{model}/adjacent.tsv", model=models_for("alignment")),
         baseline=expand("results/alignment/{model}/baseline.tsv", model=models_for("alignment")),
     output:
-        png=report(
-            "results/figures/alignment/adjacent_mean_all_models.png",
-            caption="../report/adjacent_mean_all_models.rst",
-            category="Alignment",
-            subcategory="All models",
-            labels={"model": "all", "figure": "adjacent mean"},
-        ),
-        pdf="results/figures/alignment/adjacent_mean_all_models.pdf",
+        **figure_outputs("alignment", all_models=True),
     log:
         "logs/plot_alignment_overview.log",
     benchmark:

@@ -126,12 +126,7 @@ rule plot_training_loss:
     input:
         run=rules.train_model.output.run,
     output:
-        png=report(
-            "results/figures/train/{model}.loss.png",
-            caption="../report/training_loss.rst",
-            category="Training",
-            labels={"model": "{model}", "figure": "loss"},
-        ),
+        **figure_outputs("train"),
     log:
         "logs/plot_training_loss/{model}.log",
     benchmark:

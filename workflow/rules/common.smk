@@ -11,7 +11,7 @@ from snakemake.utils import validate
 
 # This checkout's top directory: the library and the shipped prompt files are there. Not
 # workflow.basedir, which is the directory of the Snakefile Snakemake started with: another
-# workflow's when this one is its module (README, "Use it from your own workflow"). A direct run
+# workflow's when this one is its module (docs/module.md). A direct run
 # keeps workflow.basedir as given, so that the input paths earlier runs recorded stay the same.
 # None for a module from a remote source (github(...)): its library is the installed package, and
 # shipped files come through Snakemake's source cache.
@@ -28,11 +28,12 @@ else:
 try:
     from crosslayer import config as cfg  # standard library only
     from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
+    from crosslayer.stages import STAGES, stage  # standard library only
 except ImportError as err:
     raise WorkflowError(
         f"Cannot import the crosslayer library ({err}): used as a module from a remote source, the "
         "workflow needs it installed at the same version, e.g. pip install "
-        "'crosslayer @ git+https://github.com/OWNER/crosslayer@TAG' (README, \"Use it from your own workflow\")"
+        "'crosslayer @ git+https://github.com/OWNER/crosslayer@TAG' (docs/module.md)"
     ) from None
 
 validate(config, schema="../../config/schema.yaml")
@@ -46,7 +47,7 @@ except ValueError as err:
 def local_models():
     """``(sizes, families, gated, contexts, untokenized)`` of the `source: local` models, from their
     checkpoints' config.json files, which are on disk: n_layers, d_model, d_ff per model; its
-    model_type, the stages its family supports and why not the others; whether the MLP is gated;
+    model_type, what its architecture can do and what it lacks in words; whether the MLP is gated;
     its context length; the steps whose directory holds no tokenizer files. A config.json the
     adapters cannot read (missing, unparsable, or a model_type neither adapted nor a transformers
     causal decoder) stops the run here, on the console."""
@@ -66,7 +67,7 @@ def local_models():
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
         geometry = adapter.geometry
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
-        families[name] = (geometry.model_type, adapter.analyses, adapter.limits)
+        families[name] = (geometry.model_type, adapter.capabilities, adapter.limits)
         gated[name] = geometry.gated_mlp
         contexts[name] = context_length(adapter.config)
         untokenized[name] = {step: path for step, path in cfg.local_checkpoints(entry).items()
@@ -267,35 +268,27 @@ def every_step(pattern):
     return files
 
 
-def figure(stage, name, caption, model="{model}", category=None):
-    """A figure in the report: results/figures/{stage}/{model}.{name}.png (the PDF beside it is a
-    plain output), under the stage's category (or `category`) and the model's subcategory."""
-    return report(
-        f"results/figures/{stage}/{model}.{name}.png",
-        caption=f"../report/{caption}.rst",
-        category=category or stage.capitalize(),
-        subcategory=model if model == "{model}" else "all models",
-        labels={"model": model, "figure": name.replace("_", " ")},
-    )
+def figure_outputs(name, *, all_models=False):
+    """A plotting rule's outputs: each figure of stage `name` (crosslayer/stages.py), or with
+    `all_models` each of its figures over all models, as a report PNG under the figure's name and
+    its PDF beside it as ``<name>_pdf``."""
+    stage_, outputs = stage(name), {}
+    model = "all models" if all_models else "{model}"
+    for figure in stage_.all_model_figures if all_models else stage_.figures:
+        path = stage_.figure_path(figure, all_models=all_models)
+        outputs[figure.name] = report(
+            f"{path}.png",
+            caption=f"../report/{figure.caption}.rst",
+            category=stage_.category,
+            subcategory=stage_.subcategory or model,
+            labels={"model": model, "figure": figure.name.replace("_", " ")} if stage_.models != "none"
+            else {"figure": figure.name.replace("_", " ")},
+        )
+        if figure.pdf:
+            outputs[f"{figure.name}_pdf"] = f"{path}.pdf"
+    return outputs
 
 
-DYNAMICS_FIGURES = [
-    "operators",
-    "sample_spectra",
-    "eigenvalues",
-    "cumulative_rank",
-    "regimes",
-    "eigenvalue_density",
-]  # see plot_dynamics
-
-
-TOPOLOGY_FIGURES = [
-    "communities",
-    "boundary_coupling",
-    "mesoscale",
-    "rate_coupling",
-    "unit_coupling",
-]  # see plot_topology
 
 
 def topology_files(kind):
@@ -328,24 +321,6 @@ def get_prompt_file():
 
 COUPLING_TABLES = ["prompts", "steps", "depthwise", "profile", "regularity", "tokenwise"]  # see summarize_coupling
 
-COUPLING_FIGURES = [
-    "depthwise",
-    "tokenwise",
-    "over_training",
-    "regularity",
-    "norms",
-    "pca",
-    "profile",
-    "graph",
-    "cot",
-    "fixed_depths",
-    "singular_values",
-    "prompt_length",
-]  # see plot_coupling
-
-
-CONTINUITY_FIGURES = ["bars", "over_training", "layers", "pca"]  # see plot_continuity
-ACROSS_FIGURES = ["profiles", "correlations", "emergence"]  # see plot_across_papers
 
 # The across-papers stage's settings and inputs (workflow/rules/across_papers.smk).
 ACROSS = cfg.across_papers_settings(config) if config["across_papers"]["activate"] else {}
@@ -383,8 +358,6 @@ def get_across_papers_inputs(wildcards):
     return inputs
 
 
-TOY_FIGURES = ["over_epochs", "final", "drift", "ema_alignment"]  # see plot_toy
-
 
 def get_toy_settings(wildcards):
     """One toy job's ToyConfig fields: the toy block's settings with its run's changes, and its seed."""
@@ -409,124 +382,21 @@ def get_gpu_request(device):
     return 1 if device == "cuda" else 0
 
 
+def stage_models(stage):
+    """The models `stage` (crosslayer/stages.py) runs on in this run, none when it is off; for a
+    stage of its own runs (toy, transformer_ablations), whether it runs."""
+    if stage.models == "analysis":
+        return models_for(stage.name)
+    if stage.models == "all":
+        return list(MODELS) if config.get(stage.name, {}).get("activate", True) else []
+    if stage.models == "trained":
+        return models_from("train")
+    if stage.models == "gated":
+        return gated_models()
+    return bool(config[stage.name]["activate"] and config[stage.name]["runs"])
+
+
 def get_final_output():
-    figures = [
-        "adjacent_mean",
-        "boundary_heatmap",
-        "boundary_trajectories",
-        "pairwise",
-    ]  # see plot_alignment
-    # A stage's tables and figures over all models only where some model takes the stage (a run
-    # of models that all leave it out of their `analyses` asks for none of its outputs).
-    return [
-        *(
-            [
-                "results/alignment/table1.tsv",
-                *expand("results/figures/alignment/adjacent_mean_all_models.{ext}", ext=["png", "pdf"]),
-            ]
-            if models_for("alignment")
-            else []
-        ),
-        *expand("results/checkpoints/{model}/duplicate_steps.tsv", model=MODELS),
-        *(["results/alignment/gated.tsv"] if gated_models() else []),
-        *expand("results/alignment/{model}/cascade.tsv", model=models_for("alignment")),
-        *expand(
-            "results/figures/alignment/{model}.{figure}.{ext}",
-            model=models_for("alignment"),
-            figure=figures,
-            ext=["png", "pdf"],
-        ),
-        *expand("results/figures/train/{model}.loss.png", model=models_from("train")),
-        *(
-            [
-                *expand(
-                    "results/dynamics/{model}/{table}.tsv",
-                    model=models_for("dynamics"),
-                    table=["regimes", "radius_vs_rank_drop"],
-                ),
-                *expand(
-                    "results/figures/dynamics/{model}.{figure}.{ext}",
-                    model=models_for("dynamics"),
-                    figure=DYNAMICS_FIGURES,
-                    ext=["png", "pdf"],
-                ),
-            ]
-            if models_for("dynamics")
-            else []
-        ),
-        *(
-            [
-                "results/coupling/fits.tsv",
-                *expand(
-                    "results/figures/coupling/all_models.{figure}.{ext}",
-                    figure=["over_training", "vs_score"],
-                    ext=["png", "pdf"],
-                ),
-                *expand(
-                    "results/figures/coupling/{model}.{figure}.{ext}",
-                    model=models_for("coupling"),
-                    figure=COUPLING_FIGURES,
-                    ext=["png", "pdf"],
-                ),
-            ]
-            if models_for("coupling")
-            else []
-        ),
-        *(
-            [
-                "results/continuity/table2.tsv",
-                *expand(
-                    "results/figures/continuity/{model}.{figure}.{ext}",
-                    model=models_for("continuity"),
-                    figure=CONTINUITY_FIGURES,
-                    ext=["png", "pdf"],
-                ),
-            ]
-            if models_for("continuity")
-            else []
-        ),
-        *(
-            expand("results/figures/toy/{figure}.{ext}", figure=TOY_FIGURES, ext=["png", "pdf"])
-            if config["toy"]["activate"] and config["toy"]["runs"]
-            else []
-        ),
-        *(
-            expand("results/figures/continuity/ablations.{ext}", ext=["png", "pdf"])
-            if config["transformer_ablations"]["activate"] and config["transformer_ablations"]["runs"]
-            else []
-        ),
-        *(
-            [
-                *expand(
-                    "results/figures/across_papers/{model}.{figure}.{ext}",
-                    model=MODELS,
-                    figure=ACROSS_FIGURES,
-                    ext=["png", "pdf"],
-                ),
-                *expand(
-                    "results/across_papers/{model}/emergence_order.tsv",
-                    model=MODELS,
-                ),
-                *expand("results/figures/across_papers/all_models.baseline_ratios.{ext}", ext=["png", "pdf"]),
-            ]
-            if config["across_papers"]["activate"]
-            else []
-        ),
-        *(
-            [
-                "results/topology/method_comparison.tsv",
-                *expand(
-                    "results/figures/topology/all_models.alignment_vs_boundary.{ext}",
-                    ext=["png", "pdf"],
-                ),
-                *expand(
-                    "results/figures/topology/{model}.{figure}.{ext}",
-                    model=models_for("topology"),
-                    figure=TOPOLOGY_FIGURES,
-                    ext=["png", "pdf"],
-                ),
-            ]
-            if models_for("topology")
-            else []
-        ),
-    ]
+    """Every stage's tables and figures over the models it runs on (a stage that no model takes
+    asks for none of its outputs)."""
+    return [path for stage in STAGES for path in stage.final_outputs(stage_models(stage))]

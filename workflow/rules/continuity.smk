@@ -90,14 +90,7 @@ rule plot_continuity:
         steps=rules.summarize_continuity.output.steps,
         npz=every_step("results/continuity/{model}/step{step}.npz"),
     output:
-        bars=figure("continuity", "bars", "continuity_bars"),
-        over_training=figure("continuity", "over_training", "continuity_over_training"),
-        layers=figure("continuity", "layers", "continuity_layers"),
-        pca=figure("continuity", "pca", "continuity_pca"),
-        pdfs=expand(
-            "results/figures/continuity/{{model}}.{figure}.pdf",
-            figure=CONTINUITY_FIGURES,
-        ),
+        **figure_outputs("continuity"),
     log:
         "logs/plot_continuity/{model}.log",
     benchmark:

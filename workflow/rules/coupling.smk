@@ -107,22 +107,7 @@ rule plot_coupling:
         npz=every_step("results/coupling/{model}/step{step}.coupling.npz"),
         **{name: rules.summarize_coupling.output[name] for name in COUPLING_TABLES},
     output:
-        depthwise=figure("coupling", "depthwise", "coupling_depthwise"),
-        tokenwise=figure("coupling", "tokenwise", "coupling_tokenwise"),
-        over_training=figure("coupling", "over_training", "coupling_over_training"),
-        regularity=figure("coupling", "regularity", "coupling_regularity"),
-        norms=figure("coupling", "norms", "coupling_norms"),
-        pca=figure("coupling", "pca", "coupling_pca"),
-        profile=figure("coupling", "profile", "coupling_profile"),
-        graph=figure("coupling", "graph", "coupling_graph"),
-        cot=figure("coupling", "cot", "coupling_cot"),
-        fixed_depths=figure("coupling", "fixed_depths", "coupling_fixed_depths"),
-        singular_values=figure("coupling", "singular_values", "coupling_singular_values"),
-        prompt_length=figure("coupling", "prompt_length", "coupling_prompt_length"),
-        pdfs=expand(
-            "results/figures/coupling/{{model}}.{name}.pdf",
-            name=COUPLING_FIGURES,
-        ),
+        **figure_outputs("coupling"),
     log:
         "logs/plot_coupling/{model}.log",
     benchmark:
@@ -149,15 +134,7 @@ rule plot_coupling_models:
         fits=rules.coupling_across_models.output.fits,
         regularity=rules.coupling_across_models.output.regularity,
     output:
-        over_training=figure("coupling", "over_training", "coupling_over_training_all", model="all_models"),
-        vs_score=figure("coupling", "vs_score", "coupling_vs_score", model="all_models"),
-        regularity=figure("coupling", "regularity", "coupling_regularity_models", model="all_models"),
-        sizes=figure("coupling", "sizes", "coupling_sizes", model="all_models"),
-        per_K=figure("coupling", "per_K", "coupling_per_K", model="all_models"),
-        pdfs=expand(
-            "results/figures/coupling/all_models.{name}.pdf",
-            name=["over_training", "vs_score", "regularity", "sizes", "per_K"],
-        ),
+        **figure_outputs("coupling", all_models=True),
     log:
         "logs/plot_coupling_models.log",
     benchmark:

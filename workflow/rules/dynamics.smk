@@ -129,16 +129,7 @@ rule plot_dynamics:
         eigenvalues=every_step("results/dynamics/{model}/step{step}.eigenvalues.npz"),
         schur=every_step("results/dynamics/{model}/step{step}.schur.tsv"),
     output:
-        operators=figure("dynamics", "operators", "dynamics_operators"),
-        samples=figure("dynamics", "sample_spectra", "dynamics_sample_spectra"),
-        eigenvalues=figure("dynamics", "eigenvalues", "dynamics_eigenvalues"),
-        cumulative=figure("dynamics", "cumulative_rank", "dynamics_cumulative_rank"),
-        regimes=figure("dynamics", "regimes", "dynamics_regimes"),
-        density=figure("dynamics", "eigenvalue_density", "dynamics_eigenvalue_density"),
-        pdfs=expand(
-            "results/figures/dynamics/{{model}}.{name}.pdf",
-            name=DYNAMICS_FIGURES,
-        ),
+        **figure_outputs("dynamics"),
     log:
         "logs/plot_dynamics/{model}.log",
     benchmark:

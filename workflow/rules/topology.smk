@@ -76,7 +76,7 @@ rule topology_tables:
             "results/topology/summary.tsv",
             caption="../report/topology_summary.rst",
             category="Topology",
-            labels={"table": "coupling summary"},
+            labels={"table": "boundary-node and rate-level tests, summary"},
         ),
         comparison=report(
             "results/topology/method_comparison.tsv",
@@ -105,14 +105,7 @@ rule plot_topology:
         partitions=every_step("results/topology/{model}/step{step}.partitions.npz"),
         jacobians=every_step("results/dynamics/{model}/step{step}.jacobians.npz"),
     output:
-        communities=figure("topology", "communities", "topology_communities"),
-        boundary=figure("topology", "boundary_coupling", "topology_boundary"),
-        mesoscale=figure("topology", "mesoscale", "topology_mesoscale"),
-        rate=figure("topology", "rate_coupling", "topology_rate"),
-        units=figure("topology", "unit_coupling", "topology_unit_coupling"),
-        pdfs=expand(
-            "results/figures/topology/{{model}}.{name}.pdf", name=TOPOLOGY_FIGURES
-        ),
+        **figure_outputs("topology"),
     log:
         "logs/plot_topology/{model}.log",
     benchmark:
@@ -134,13 +127,7 @@ rule plot_alignment_vs_boundary:
         summary=rules.topology_tables.output.summary,
         layers=[path for _, _, path in topology_files("coupling")],
     output:
-        png=figure(
-            "topology",
-            "alignment_vs_boundary",
-            "topology_alignment_vs_boundary",
-            model="all_models",
-        ),
-        pdf="results/figures/topology/all_models.alignment_vs_boundary.pdf",
+        **figure_outputs("topology", all_models=True),
     log:
         "logs/plot_alignment_vs_boundary.log",
     benchmark:

@@ -76,17 +76,7 @@ rule plot_toy:
         epochs=rules.summarize_toy.output.epochs,
         final=rules.summarize_toy.output.final,
     output:
-        **{
-            name: report(
-                f"results/figures/toy/{name}.png",
-                caption=f"../report/toy_{name}.rst",
-                category="Continuity",
-                subcategory="Toy ablations",
-                labels={"figure": name.replace("_", " ")},
-            )
-            for name in TOY_FIGURES
-        },
-        pdfs=expand("results/figures/toy/{figure}.pdf", figure=TOY_FIGURES),
+        **figure_outputs("toy"),
     log:
         "logs/plot_toy.log",
     benchmark:

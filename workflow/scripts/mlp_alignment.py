@@ -12,15 +12,10 @@ device = configured_device(snakemake.config, "alignment")  # no GPU here: name t
 
 import numpy as np
 
-from crosslayer.alignment.measure import align_checkpoint
+from crosslayer.alignment.measure import AlignmentSettings, measure_checkpoint
 from crosslayer.models.checkpoints import verified_manifest
 
+params = snakemake.params
+settings = AlignmentSettings(k=params.k, svd_method=params.svd_method, gap_tol=params.gap_tol)
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
-result = align_checkpoint(
-    manifest,
-    k=snakemake.params.k,
-    method=snakemake.params.svd_method,
-    gap_tol=snakemake.params.gap_tol,
-    device=device,
-)
-np.savez(snakemake.output.npz, **result)
+np.savez(snakemake.output.npz, **measure_checkpoint(manifest, settings, device=device))

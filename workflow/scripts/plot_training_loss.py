@@ -2,17 +2,11 @@ from _setup import start
 
 start(snakemake)
 
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-import pandas as pd
 
-from crosslayer.plotting import plot_training_loss
+from crosslayer.plotting import TRAINING_FIGURES, load_training_inputs, save_figures
 
-fig, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
-plot_training_loss(ax, pd.read_csv(Path(snakemake.input.run) / "loss.tsv", sep="\t"))
-ax.set_title(f"{snakemake.wildcards.model}: training loss")
-fig.savefig(snakemake.output.png, dpi=snakemake.params.dpi)
+inputs = load_training_inputs(model=snakemake.wildcards.model, run=snakemake.input.run)
+save_figures(TRAINING_FIGURES, inputs, snakemake.output, dpi=snakemake.params.dpi, pdf=False)  # a PNG only

@@ -12,11 +12,11 @@ device = configured_device(snakemake.config, "continuity")  # no GPU here: name 
 
 import numpy as np
 
-from crosslayer.continuity.measure import PROJECTIONS, continuity_checkpoint
+from crosslayer.continuity.measure import PROJECTIONS, ContinuitySettings, measure_checkpoint
 from crosslayer.models.checkpoints import verified_manifest
 
-params = snakemake.params
+settings = ContinuitySettings(projections=snakemake.params.projections)
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
-result = continuity_checkpoint(manifest, projections=params.projections, device=device)
+result = measure_checkpoint(manifest, settings, device=device)
 # the statistics over these are continuity_statistics': a change to them re-runs no SVD
 np.savez(snakemake.output.svd, projections=np.array(PROJECTIONS), **result)

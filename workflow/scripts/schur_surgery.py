@@ -6,7 +6,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH
-from crosslayer.linalg.schur import dose_response_table, schur_dose_responses
+from crosslayer.dynamics.surgery import dose_response_table, schur_dose_responses
 from crosslayer.npz import open_npz
 
 params = snakemake.params

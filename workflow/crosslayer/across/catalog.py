@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from crosslayer.stages import ANALYSES, paper_of
+
 __all__ = ["Measure", "ANALYSIS_PAPERS", "catalog", "legend", "from_legend"]
 
 #: The stage behind each measure family, and its paper.
-ANALYSIS_PAPERS = {"alignment": "000", "continuity": "003", "coupling": "002", "dynamics": "004",
-                   "topology": "004"}
+ANALYSIS_PAPERS = {name: paper_of(name) for name in ANALYSES}
 
 @dataclass(frozen=True)
 class Measure:

@@ -1,8 +1,8 @@
 """Figures of the across-papers stage: the four papers' measures against depth, their correlations
 along depth, when each leaves its random band, and every model's ratios to the random baselines.
 Each ``plot_*`` draws into a given Axes, does no I/O and returns the main artist; the ``*_matrix``,
-``*_ratios`` and ``order_measures`` helpers prepare the data beforehand (limits included), and the
-workflow scripts build the figures and save them.
+``*_ratios`` and ``order_measures`` helpers prepare the data beforehand (limits included), and
+:mod:`crosslayer.across.figures` composes them into the report figures.
 """
 
 import matplotlib as mpl

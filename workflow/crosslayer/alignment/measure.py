@@ -3,31 +3,55 @@
 Per layer l the MLP product ``M_l = W_down @ W_up`` (d x d; SwiGLU gate ignored, biases and norm
 gains ignored) has top-k left (output-space, U) and right (input-space, V) singular subspaces.
 Their overlaps between all layer pairs are the alignment; this module computes them per
-checkpoint and summarises them across checkpoints.
-
-For gated MLPs, the paper's proposed next step is the gate-conditioned product
-``W_down diag(g(x)) W_up`` averaged over inputs, ``g`` the gate activation at the MLP input;
-being linear in ``g`` it equals ``W_down diag(mean g) W_up`` (:func:`gated_alignment`).
+checkpoint (:func:`measure_checkpoint`, in memory :func:`mlp_alignment`); :mod:`crosslayer.alignment.tables`
+summarises them across checkpoints, and :mod:`crosslayer.alignment.gated` conditions the product on
+the gate of gated MLPs.
 """
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from crosslayer.errors import CheckpointError
-from crosslayer.jacobians.closed_form import activation, apply_norm
-from crosslayer.linalg.subspace import pairwise_overlap, top_singular_subspaces
+from crosslayer.errors import CheckpointError, naming_checkpoint
+from crosslayer.linalg.subspace import SVD_METHODS, pairwise_overlap, top_singular_subspaces
 from crosslayer.malloc import release_freed_memory
-from crosslayer.models.adapters import adapter_for
 from crosslayer.models.weights import open_checkpoint
+from crosslayer.settings import require_choice, require_int, require_number
 
-__all__ = [
-    "mlp_product",
-    "checkpoint_alignment",
-    "align_checkpoint",
-    "mean_gate",
-    "gated_alignment",
-]
+__all__ = ["AlignmentSettings", "measure_checkpoint", "mlp_alignment", "mlp_product"]
+
+
+@dataclass(frozen=True)
+class AlignmentSettings:
+    """What the alignment of one checkpoint depends on (the config's ``alignment`` block; the params of
+    the ``mlp_alignment`` and ``gated_alignment`` rules), static and gate-conditioned alike.
+
+    Attributes
+    ----------
+    k : int, default=10
+        Subspace dimension (``alignment.k``); below ``min(d_model, d_ff)`` of the checkpoint.
+    svd_method : {"arpack", "full"}, default="arpack"
+        See :func:`crosslayer.linalg.subspace.top_singular_subspaces`.
+    gap_tol : float, default=1e-3
+        When the relative gap ``(s_k - s_{k+1}) / s_k`` is below this, the float32 product does
+        not pin the top-k subspace down well; the product is recomputed in float64 and used.
+
+    Raises
+    ------
+    ValueError
+        A field out of its range, naming its config key.
+    """
+
+    k: int = 10
+    svd_method: str = "arpack"
+    gap_tol: float = 1e-3
+
+    def __post_init__(self):
+        require_int("alignment.k", self.k, minimum=1)
+        require_choice("alignment.svd_method", self.svd_method, SVD_METHODS)
+        require_number("alignment.gap_tol", self.gap_tol, minimum=0)
 
 
 def mlp_product(up, down, *, dtype=torch.float32):
@@ -47,7 +71,7 @@ def mlp_product(up, down, *, dtype=torch.float32):
     return down.to(dtype) @ up.to(dtype)
 
 
-def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1e-3, device="cpu", progress=None):
+def mlp_alignment(read_mlp, n_layers, settings=AlignmentSettings(), *, device="cpu", progress=None):
     """Top-k MLP-product subspaces of every layer and their pairwise overlaps.
 
     Parameters
@@ -56,13 +80,7 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
         ``read_mlp(layer) -> (up, down)`` float tensors; called once per layer, so only one
         layer's matrices are held at a time.
     n_layers : int
-    k : int, default=10
-        Subspace dimension.
-    method : {"arpack", "full"}
-        See :func:`crosslayer.linalg.subspace.top_singular_subspaces`.
-    gap_tol : float, default=1e-3
-        When the relative gap ``(s_k - s_{k+1}) / s_k`` is below this, the float32 product does
-        not pin the top-k subspace down well; the product is recomputed in float64 and used.
+    settings : AlignmentSettings
     device : str, default="cpu"
         Where the product is formed.
     progress : callable, optional
@@ -75,7 +93,13 @@ def checkpoint_alignment(read_mlp, n_layers, *, k=10, method="arpack", gap_tol=1
         ``relative_gap`` (L,); ``float64_recomputed`` (L,) bool; ``overlap_left``,
         ``overlap_right`` (L, L) symmetric with ones on the diagonal; ``overlap_cross`` (L, L),
         ``[i, j]`` = overlap of layer i's left (write) with layer j's right (read) subspace.
+
+    Raises
+    ------
+    ValueError
+        A product is not finite, or its numerical rank is below k.
     """
+    k, method, gap_tol = settings.k, settings.svd_method, settings.gap_tol
     layers = range(n_layers)
     left, right, svals, gaps, recomputed = [], [], [], [], []
     for layer in progress(layers) if progress else layers:
@@ -120,100 +144,40 @@ def _check_rank(s, k, layer, *, size, dtype):
             "choose a smaller alignment.k")
 
 
-def align_checkpoint(manifest, *, k=10, method="arpack", gap_tol=1e-3, device="cpu"):
-    """:func:`checkpoint_alignment` of the checkpoint a manifest describes, one layer at a time.
+def measure_checkpoint(manifest, settings=AlignmentSettings(), *, device="cpu"):
+    """The ``mlp_alignment`` job: :func:`mlp_alignment` of the checkpoint a manifest describes, read
+    one layer at a time.
 
     Parameters
     ----------
     manifest : dict
-        As written by :func:`crosslayer.models.checkpoints.write_manifest` (``path``, ``model``,
+        As :func:`crosslayer.models.checkpoints.verified_manifest` returns it (``path``, ``model``,
         ``revision``, ``step``).
+    settings : AlignmentSettings
+    device : str, default="cpu"
+        Where the products are formed.
 
     Returns
     -------
     result : dict
-        The arrays of :func:`checkpoint_alignment` plus ``d_model``, ``k``, ``step``.
-    """
-    release_freed_memory()  # else heap fragmentation grows memory by ~35 MiB per layer at d = 2048
-
-    model, revision = manifest["model"], manifest.get("revision")
-    with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:
-        geometry = reader.geometry
-        if not 1 <= k < min(geometry.d_model, geometry.d_ff):
-            raise CheckpointError(
-                f"alignment.k = {k} must be below d_model = {geometry.d_model} and d_ff = {geometry.d_ff} (the rank "
-                "bound of W_down @ W_up)", model=model, revision=revision, file=manifest["path"])
-        try:
-            result = checkpoint_alignment(
-                reader.mlp,
-                geometry.n_layers,
-                k=k,
-                method=method,
-                gap_tol=gap_tol,
-                device=device,
-                progress=lambda layers: tqdm(layers, desc=f"{model} {revision}", unit="layer"),
-            )
-        except ValueError as err:
-            raise CheckpointError(str(err), model=model, revision=revision, file=manifest["path"]) from err
-    return {**result, "d_model": geometry.d_model, "k": k, "step": manifest["step"]}
-
-
-def mean_gate(parts, h):
-    """Mean gate activation ``act(W_gate n(h) + b_gate)`` over samples, float64 ``(d_ff,)``.
-
-    Parameters
-    ----------
-    parts : crosslayer.models.adapters.base.GateParts
-        A block's gated MLP (:meth:`~crosslayer.models.adapters.base.FamilyAdapter.gate_parts`); ``n`` is its
-        input norm (identity when it has none).
-    h : (N, d) torch.Tensor
-        The residual stream entering the MLP sub-layer, one row per sample.
-    """
-    x = apply_norm(parts.pre_norm, h.to(torch.float32))
-    z = x @ parts.w_gate.T.to(x.device) + (0 if parts.b_gate is None else parts.b_gate.to(x.device))
-    return activation(parts.activation, z.double()).mean(0)
-
-
-def gated_alignment(model, acts, *, k=10, method="arpack", gap_tol=1e-3, progress=None):
-    """:func:`checkpoint_alignment` of the gate-conditioned products ``W_down diag(mean g) W_up``.
-
-    Parameters
-    ----------
-    model : transformers.PreTrainedModel
-        A gated decoder (Llama, OLMo, Qwen, Gemma, ...), from :func:`crosslayer.models.loading.load_model`.
-    acts : (N, 2L, d) ndarray
-        The residual stream of :func:`crosslayer.models.residual.record_residual_stream`; entry ``2l + 1``
-        is what enters layer l's MLP.
-
-    Returns
-    -------
-    result : dict of ndarray
-        The arrays of :func:`checkpoint_alignment` plus ``mean_gate`` (L, d_ff), NaN-padded where
-        a layer's MLP is narrower than the widest (Gemma 4's double-wide MLPs).
+        The arrays of :func:`mlp_alignment` plus ``d_model``, ``k``, ``step``.
 
     Raises
     ------
-    ValueError
-        The model's MLPs are not gated, or `acts` does not match its depth.
+    CheckpointError
+        The checkpoint cannot be read, `settings.k` is too large for it, or a layer's product is
+        refused; the message names the model, revision and checkpoint.
     """
-    adapter = adapter_for(model)
-    blocks = adapter.blocks(model)
-    if not adapter.geometry.gated_mlp:
-        raise ValueError(f"{adapter.model_type}: the MLP has no gate, so there is no gate-conditioned product")
-    acts = np.asarray(acts, dtype=np.float32)
-    if acts.ndim != 3 or acts.shape[1] != 2 * len(blocks):
-        raise ValueError(f"`acts` must be (N, 2L = {2 * len(blocks)}, d), got shape {acts.shape}")
-    gates = []
-
-    def read_mlp(layer):
-        parts = adapter.gate_parts(blocks[layer])
-        with torch.no_grad():
-            g = mean_gate(parts, torch.from_numpy(acts[:, 2 * layer + 1]))
-        gates.append(g.float().numpy())
-        return g.float()[:, None] * parts.w_up, parts.w_down  # diag(g) W_up
-
-    result = checkpoint_alignment(read_mlp, len(blocks), k=k, method=method, gap_tol=gap_tol, progress=progress)
-    mean = np.full((len(gates), max(len(g) for g in gates)), np.nan, dtype=np.float32)
-    for layer, g in enumerate(gates):
-        mean[layer, : len(g)] = g
-    return {**result, "mean_gate": mean}
+    release_freed_memory()  # else heap fragmentation grows memory by ~35 MiB per layer at d = 2048
+    k = settings.k
+    with naming_checkpoint(manifest), open_checkpoint(manifest["path"], model=manifest["model"],
+                                                      revision=manifest.get("revision")) as reader:
+        geometry = reader.geometry
+        if not k < min(geometry.d_model, geometry.d_ff):
+            raise CheckpointError(
+                f"alignment.k = {k} must be below d_model = {geometry.d_model} and d_ff = {geometry.d_ff} (the rank "
+                "bound of W_down @ W_up)")
+        result = mlp_alignment(
+            reader.mlp, geometry.n_layers, settings, device=device,
+            progress=lambda layers: tqdm(layers, desc=f"{manifest['model']} {manifest.get('revision')}", unit="layer"))
+    return {**result, "d_model": geometry.d_model, "k": k, "step": manifest["step"]}

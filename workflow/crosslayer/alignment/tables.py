@@ -250,7 +250,7 @@ def gated_rows(model, steps, static, gated):
     model : str
     steps : list of int
     static, gated : list of dict
-        Per step, the arrays of :func:`crosslayer.alignment.measure.checkpoint_alignment` (``left``,
+        Per step, the arrays of :func:`crosslayer.alignment.measure.mlp_alignment` (``left``,
         ``right``, ``overlap_left``, ``overlap_right``) of ``W_down W_up`` and of
         ``W_down diag(mean g) W_up``.
 

@@ -21,17 +21,24 @@ common orthogonal change of basis of that space across layers.
 
 Projections come from :mod:`crosslayer.models.weights` in canonical ``(out, in)`` layout, plus the OV
 composite ``W_o W_v`` (d x d; query head h reads value head ``h // (n_heads / n_kv_heads)``). This
-module computes the SVDs; the statistics over them are :mod:`crosslayer.continuity.statistics`.
+module computes the SVDs (of a checkpoint: :func:`measure_checkpoint`; in memory:
+:func:`projection_continuity`; of every checkpoint of a training run, with their statistics:
+:func:`measure_run`); the statistics over them are :mod:`crosslayer.continuity.statistics`.
 """
 
+import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from crosslayer.continuity.statistics import adjacent_cosines
-from crosslayer.errors import CheckpointError
+from crosslayer.continuity.statistics import adjacent_cosines, checkpoint_summary
+from crosslayer.continuity.tables import steps_table
+from crosslayer.errors import CheckpointError, naming_checkpoint
+from crosslayer.jacobians.closed_form import grouped_w_o
 from crosslayer.linalg.effective_rank import effective_rank
 from crosslayer.malloc import release_freed_memory
 from crosslayer.models.adapters.base import PROJECTIONS as WEIGHT_PROJECTIONS
@@ -39,15 +46,45 @@ from crosslayer.models.weights import open_checkpoint
 
 __all__ = [
     "PROJECTIONS",
-    "checkpoint_continuity",
-    "continuity_checkpoint",
+    "ContinuitySettings",
+    "measure_checkpoint",
+    "measure_run",
     "ov_composite",
+    "projection_continuity",
     "stack_continuity",
     "weighted_alignment",
 ]
 
 PROJECTIONS = (*WEIGHT_PROJECTIONS, "ov")  # the stored projections and the OV composite
 _WEIGHTS = PROJECTIONS[:-1]  # read from the checkpoint; "ov" is composed from o and v
+
+
+@dataclass(frozen=True)
+class ContinuitySettings:
+    """What the SVDs of one checkpoint depend on (the ``projection_continuity`` rule's params; the
+    statistics over them have settings of their own, :func:`crosslayer.continuity.statistics.checkpoint_summary`).
+
+    Attributes
+    ----------
+    projections : tuple of str, default=PROJECTIONS
+        ``continuity.projections``: a non-empty subset of :data:`PROJECTIONS`, without repeats;
+        any sequence is kept as a tuple, in its order.
+
+    Raises
+    ------
+    ValueError
+        An unknown or repeated projection, or none.
+    """
+
+    projections: tuple = PROJECTIONS
+
+    def __post_init__(self):
+        projections = (self.projections,) if isinstance(self.projections, str) else tuple(self.projections)
+        unknown = sorted(set(projections) - set(PROJECTIONS))
+        if unknown or not projections or len(set(projections)) < len(projections):
+            raise ValueError(f"continuity.projections must be distinct names among {PROJECTIONS}, got "
+                             f"{list(projections)}" + (f" (unknown: {unknown})" if unknown else ""))
+        object.__setattr__(self, "projections", projections)
 
 
 def weighted_alignment(bases_a, bases_b, s_a):
@@ -87,10 +124,7 @@ def ov_composite(o, v, *, n_heads, n_kv_heads):
     if n_heads % n_kv_heads or v.shape[0] % n_kv_heads or o.shape[1] != v.shape[0] * (n_heads // n_kv_heads):
         raise ValueError(f"o {tuple(o.shape)} and v {tuple(v.shape)} do not match {n_heads} query and "
                          f"{n_kv_heads} key/value heads")
-    group = n_heads // n_kv_heads
-    head_dim = v.shape[0] // n_kv_heads
-    o_grouped = o.reshape(o.shape[0], n_kv_heads, group, head_dim).sum(2)  # heads sharing a value head
-    return o_grouped.reshape(o.shape[0], -1) @ v
+    return grouped_w_o(o, n_heads=n_heads, n_kv_heads=n_kv_heads) @ v
 
 
 def stack_continuity(stack, *, erank_power=2, vectors=False):
@@ -138,17 +172,16 @@ def stack_continuity(stack, *, erank_power=2, vectors=False):
     }
 
 
-def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, device="cpu", progress=None):
+def projection_continuity(read_layer, n_layers, settings=ContinuitySettings(), *, device="cpu", progress=None):
     """SVD of every layer's projections, streamed one layer at a time.
 
     Parameters
     ----------
     read_layer : callable
         ``read_layer(layer) -> {name: (out, in) tensor}``; names it leaves out (a family without
-        the projection) are absent from the result.
+        the projection) are absent from the result, names beyond ``settings.projections`` ignored.
     n_layers : int
-    projections : iterable of str
-        Subset of :data:`PROJECTIONS`.
+    settings : ContinuitySettings
     device : str
         Where the SVDs run (float32).
     progress : callable, optional
@@ -158,13 +191,15 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
     -------
     dict of ndarray
         Per present projection ``p``: ``{p}.u1`` (L, out) and ``{p}.v1`` (L, in) float32, the
-        second singular pair ``{p}.u2``, ``{p}.v2`` likewise, ``{p}.s`` (L, r) singular values, ``{p}.wa_u`` and ``{p}.wa_v`` (L - 1,) per-pair
-        sigma^2-weighted alignments.
+        second singular pair ``{p}.u2``, ``{p}.v2`` likewise, ``{p}.s`` (L, r) singular values,
+        ``{p}.wa_u`` and ``{p}.wa_v`` (L - 1,) per-pair sigma^2-weighted alignments.
+
+    Raises
+    ------
+    ValueError
+        An SVD is not finite.
     """
-    projections = tuple(projections)
-    unknown = set(projections) - set(PROJECTIONS)
-    if unknown:
-        raise ValueError(f"unknown projection(s) {sorted(unknown)}; choose from {PROJECTIONS}")
+    projections = settings.projections
     rows = {}
     previous = {}  # name -> (U, s, V) of the layer before
     layers = range(n_layers)
@@ -196,21 +231,37 @@ def checkpoint_continuity(read_layer, n_layers, *, projections=PROJECTIONS, devi
             for name, row in rows.items() for key, values in row.items()}
 
 
-def continuity_checkpoint(manifest, *, projections=PROJECTIONS, device="cpu"):
-    """:func:`checkpoint_continuity` of the checkpoint a manifest describes, one layer at a time.
+def measure_checkpoint(manifest, settings=ContinuitySettings(), *, device="cpu"):
+    """The ``projection_continuity`` job: :func:`projection_continuity` of the checkpoint a manifest
+    describes, read one layer at a time (``"ov"`` composed from each layer's o and v).
+
+    Parameters
+    ----------
+    manifest : dict
+        As :func:`crosslayer.models.checkpoints.verified_manifest` returns it (``path``, ``model``,
+        ``revision``, ``step``).
+    settings : ContinuitySettings
+    device : str, default="cpu"
+        Where the SVDs run.
 
     Returns
     -------
     dict of ndarray
-        The arrays of :func:`checkpoint_continuity` plus ``step`` and ``n_layers``.
+        The arrays of :func:`projection_continuity` plus ``step`` and ``n_layers``.
+
+    Raises
+    ------
+    CheckpointError
+        The checkpoint cannot be read, has fewer than 2 layers, or an SVD is not finite; the
+        message names the model, revision and checkpoint.
     """
     release_freed_memory()
-    model, revision = manifest["model"], manifest.get("revision")
-    with open_checkpoint(manifest["path"], model=model, revision=revision) as reader:
+    projections = settings.projections
+    with naming_checkpoint(manifest), open_checkpoint(manifest["path"], model=manifest["model"],
+                                                      revision=manifest.get("revision")) as reader:
         g = reader.geometry
         if g.n_layers < 2:
-            raise CheckpointError(f"continuity needs at least 2 layers, the checkpoint has {g.n_layers}",
-                                  model=model, revision=revision, file=manifest["path"])
+            raise CheckpointError(f"continuity needs at least 2 layers, the checkpoint has {g.n_layers}")
         names = [name for name in projections if name != "ov"]
         if "ov" in projections:
             names = sorted(set(names) | {"o", "v"}, key=_WEIGHTS.index)
@@ -221,10 +272,53 @@ def continuity_checkpoint(manifest, *, projections=PROJECTIONS, device="cpu"):
                 weights["ov"] = ov_composite(weights["o"], weights["v"], n_heads=g.n_heads, n_kv_heads=g.n_kv_heads)
             return {name: w for name, w in weights.items() if name in projections}
 
-        try:
-            result = checkpoint_continuity(
-                read_layer, g.n_layers, projections=projections, device=device,
-                progress=lambda layers: tqdm(layers, desc=f"{model} {revision}", unit="layer"))
-        except ValueError as err:
-            raise CheckpointError(str(err), model=model, revision=revision, file=manifest["path"]) from err
+        result = projection_continuity(
+            read_layer, g.n_layers, settings, device=device,
+            progress=lambda layers: tqdm(layers, desc=f"{manifest['model']} {manifest.get('revision')}", unit="layer"))
     return {**result, "step": manifest["step"], "n_layers": g.n_layers}
+
+
+def measure_run(run, settings=ContinuitySettings(), *, model, save_steps, summary, device="cpu"):
+    """The ``ablation_continuity`` job: :func:`measure_checkpoint` of every checkpoint a training run
+    saved, and the statistics of each (:func:`crosslayer.continuity.statistics.checkpoint_summary`).
+
+    Parameters
+    ----------
+    run : str or path-like
+        A :func:`crosslayer.models.train.train_model` directory: ``step<N>/`` checkpoints and
+        ``outcome.json``.
+    settings : ContinuitySettings
+    model : str
+        The run's name, named in errors (each checkpoint's revision is ``step<N>``).
+    save_steps : sequence of int
+        The steps the run was to save; a diverged run saved only those before its divergence.
+    summary : dict
+        Keyword arguments of :func:`~crosslayer.continuity.statistics.checkpoint_summary`.
+    device : str, default="cpu"
+
+    Returns
+    -------
+    arrays : dict of ndarray
+        The last checkpoint's :func:`measure_checkpoint` arrays and per-layer statistics; for a
+        diverged run, those of no checkpoint (every projection absent).
+    table : DataFrame
+        One row per checkpoint and projection (:func:`crosslayer.continuity.tables.steps_table`);
+        a diverged run's last step is the one it diverged at, every projection absent.
+    """
+    run = Path(run)
+    outcome = json.loads((run / "outcome.json").read_text())
+    steps = [step for step in save_steps if (run / f"step{step}").is_dir()]
+    if not steps and outcome["diverged_step"] is None:
+        raise ValueError(f"{run} holds none of the checkpoints of steps {list(save_steps)}")
+    tables = []
+    for step in tqdm(steps, desc="checkpoints", unit="step"):
+        manifest = {"path": str(run / f"step{step}"), "model": model, "revision": f"step{step}", "step": step}
+        result = measure_checkpoint(manifest, settings, device=device)
+        table, arrays = checkpoint_summary(result, **summary)
+        tables.append(table)
+    if outcome["diverged_step"] is not None:  # no final checkpoint: every projection reported absent there
+        result = {}
+        table, arrays = checkpoint_summary(result, **summary)
+        tables.append(table)
+        steps.append(outcome["steps"])
+    return {**result, **arrays}, steps_table(tables, steps)

@@ -115,7 +115,7 @@ def checkpoint_summary(result, *, projections, erank_power=2, n_components=3, dr
     Parameters
     ----------
     result : dict of ndarray
-        As returned by :func:`crosslayer.continuity.measure.checkpoint_continuity`.
+        As returned by :func:`crosslayer.continuity.measure.projection_continuity`.
     projections : sequence of str
         Every projection, in table order (:data:`crosslayer.continuity.measure.PROJECTIONS`);
         those missing from `result` get a row with ``present`` False.

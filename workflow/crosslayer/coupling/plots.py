@@ -1,5 +1,6 @@
 """Figures of paper 002 (block coupling). Each ``plot_*`` draws into a given Axes, does no I/O and returns
-the main artist; the workflow scripts build the figures and save them.
+the main artist; :mod:`crosslayer.coupling.figures` and :mod:`crosslayer.coupling.figures_models` compose
+them into the report figures.
 """
 
 import numpy as np

@@ -1,14 +1,19 @@
-"""Per-checkpoint residual-stream dynamics (paper 004): one pass over every layer's per-sample
-single-token Jacobians gives both the mean Jacobian (float64 accumulation) and the per-sample
+"""Per-checkpoint residual-stream dynamics (paper 004): the ``block_jacobians`` job
+(:func:`measure_checkpoint`) loads a checkpoint once, records the residual stream of the chosen
+samples (:func:`sample_token_ids`, then :func:`~crosslayer.models.residual.record_residual_stream`),
+and takes every block's per-sample single-token Jacobians there (:func:`block_jacobian_stats`). One
+pass over a layer's Jacobians gives both the mean Jacobian (float64 accumulation) and the per-sample
 distributions, so no layer's Jacobians are ever held beyond one chunk."""
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from crosslayer.data.samples import read_samples
-from crosslayer.errors import CheckpointError
+from crosslayer.errors import CheckpointError, naming_checkpoint
 from crosslayer.jacobians.autograd import AUTOGRAD_METHODS, iter_block_jacobians_autograd, single_token_block_fn
 from crosslayer.jacobians.closed_form import DEFAULT_CHUNK_BYTES, iter_block_jacobians
 from crosslayer.linalg.conditioning import (
@@ -22,8 +27,10 @@ from crosslayer.linalg.conditioning import (
 from crosslayer.models.adapters import adapter_for
 from crosslayer.models.loading import TOKENIZER_FILES, load_model
 from crosslayer.models.residual import record_residual_stream, select_sample_indices
+from crosslayer.settings import require_bool, require_choice, require_int
 
-__all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "checkpoint_jacobian_stats", "checkpoint_activations"]
+__all__ = ["JACOBIAN_METHODS", "STAT_NAMES", "JacobianSettings", "block_jacobian_stats", "measure_checkpoint",
+           "sample_token_ids"]
 
 STAT_NAMES = PER_SAMPLE_STATS
 # "closed_form" (ours) or an autograd path of the real block ("functional" is the paper's method)
@@ -32,8 +39,53 @@ JACOBIAN_METHODS = ("closed_form", *AUTOGRAD_METHODS)
 log = logging.getLogger(__name__)
 
 
-def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
-                              progress=None, spectra_dtype="float64", condition=True, token_inputs=None):
+@dataclass(frozen=True)
+class JacobianSettings:
+    """What the dynamics of one checkpoint depend on (the config's ``dynamics`` block; the params of the
+    ``block_jacobians`` rule): where the Jacobians are taken and how they are summarised.
+
+    Attributes
+    ----------
+    n_samples : int, default=64
+        Texts whose last token's residual stream is recorded: the first ones of the samples file
+        with at least `min_tokens` tokens, in file order.
+    min_tokens, max_tokens : int, default=32, 128
+        Texts shorter than `min_tokens` are skipped, longer ones cut to `max_tokens`.
+    method : {"closed_form", "functional", "vectorized", "jacrev"}, default="closed_form"
+        ``dynamics.jacobian_method``: our batched closed form, or autograd of the real block
+        ("functional" is the paper's method) as the reference.
+    per_sample_dtype : {"float64", "float32"}, default="float64"
+        Precision of the per-sample statistics (a torch dtype is kept by its name); float32 is
+        much faster on GPUs, its condition numbers accurate only while ``kappa << 1e7``.
+    condition_number : bool, default=True
+        Compute the per-sample condition numbers (the only SVD); False leaves them out.
+
+    Raises
+    ------
+    ValueError
+        A field of the wrong type or out of its range, naming its config key.
+    """
+
+    n_samples: int = 64
+    min_tokens: int = 32
+    max_tokens: int = 128
+    method: str = "closed_form"
+    per_sample_dtype: str = "float64"
+    condition_number: bool = True
+
+    def __post_init__(self):
+        require_int("dynamics.n_samples", self.n_samples, minimum=1)
+        require_int("dynamics.min_tokens", self.min_tokens, minimum=1)
+        require_int("dynamics.max_tokens", self.max_tokens, minimum=self.min_tokens)
+        require_choice("dynamics.jacobian_method", self.method, JACOBIAN_METHODS)
+        dtype = str(self.per_sample_dtype).removeprefix("torch.")  # torch.float32 -> "float32"
+        require_choice("dynamics.per_sample_dtype", dtype, PER_SAMPLE_DTYPES)
+        require_bool("dynamics.condition_number", self.condition_number)
+        object.__setattr__(self, "per_sample_dtype", dtype)
+
+
+def block_jacobian_stats(model, acts, settings=JacobianSettings(), *, chunk_bytes=DEFAULT_CHUNK_BYTES, device=None,
+                         progress=None, token_inputs=None):
     """Mean Jacobian and per-sample statistics of every block of a loaded model.
 
     Parameters
@@ -43,22 +95,17 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     acts : (N, 2L, d) array_like
         Residual stream from :func:`crosslayer.models.residual.record_residual_stream`; snapshot
         ``2l`` (the block-l input) is where block l's Jacobian is taken.
-    method : {"closed_form", "functional", "vectorized", "jacrev"}
-        Our batched closed form, or autograd of the real block (:func:`block_jacobians_autograd`;
-        "functional" is the paper's method) as the reference.
+    settings : JacobianSettings
+        Its `method`, `per_sample_dtype` and `condition_number` (the sample fields chose `acts`).
+        The per-sample statistics are computed with torch on `device` from each chunk of
+        Jacobians, J and J - I together (no host copy; see
+        :func:`crosslayer.linalg.conditioning.per_sample_stats_pair`).
     chunk_bytes : int
         Working memory of one chunk of per-sample Jacobians.
     device : str or torch.device, optional
         Where the Jacobians are computed (default: the model's device).
     progress : callable, optional
         Wraps the layer iterator (e.g. ``tqdm``).
-    spectra_dtype : {"float64", "float32"} or torch.float64 / torch.float32, default "float64"
-        Precision of the per-sample statistics, computed with torch on `device` from each chunk
-        of Jacobians, J and J - I together (no host copy; see
-        :func:`crosslayer.linalg.conditioning.per_sample_stats_pair`). float32 is
-        much faster on GPUs; its condition numbers are accurate only while ``kappa << 1e7``.
-    condition : bool, default=True
-        Compute the per-sample condition numbers (the only SVD); False leaves them out.
     token_inputs : (N, L, width) array_like, optional
         Each sample's token-dependent block arguments, as recorded beside `acts` (``token_inputs``
         of :func:`~crosslayer.models.residual.record_residual_stream`); required for a family that has
@@ -68,16 +115,19 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     -------
     result : dict of ndarray
         ``mean`` (L, d, d) float32 mean Jacobian (summed in float64); for each name in
-        :data:`STAT_NAMES` (without ``condition_number`` when not `condition`), ``<name>`` and
-        ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and sample; with
-        `condition`, also ``condition_path`` and ``condition_path_res`` (L, N) int8, how each
-        condition number was computed (:data:`crosslayer.linalg.conditioning.CONDITION_PATHS`), and
+        :data:`STAT_NAMES` (without ``condition_number`` when not `settings.condition_number`),
+        ``<name>`` and ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and
+        sample; with condition numbers, also ``condition_path`` and ``condition_path_res`` (L, N)
+        int8, how each was computed (:data:`crosslayer.linalg.conditioning.CONDITION_PATHS`), and
         ``condition_method``, the rule (:data:`crosslayer.linalg.conditioning.CONDITION_METHOD`).
+
+    Raises
+    ------
+    ValueError
+        `acts` or `token_inputs` does not match the model, or a Jacobian is not finite (naming the
+        layer and sample).
     """
-    if method not in JACOBIAN_METHODS:
-        raise ValueError(f"unknown Jacobian method {method!r}; choose one of {JACOBIAN_METHODS}")
-    if str(spectra_dtype).removeprefix("torch.") not in PER_SAMPLE_DTYPES:
-        raise ValueError(f"unknown spectra dtype {spectra_dtype!r}; choose one of {PER_SAMPLE_DTYPES}")
+    method, spectra_dtype, condition = settings.method, settings.per_sample_dtype, settings.condition_number
     adapter = adapter_for(model)
     blocks = adapter.blocks(model)
     if method == "closed_form" and not adapter.closed_form:
@@ -136,41 +186,88 @@ def checkpoint_jacobian_stats(model, acts, *, method="closed_form", chunk_bytes=
     return result
 
 
-def checkpoint_activations(manifest, samples_path, *, n_samples, min_tokens, max_tokens, device="cpu", batch_size=8,
-                           loaded=None):
-    """Residual stream (last token, before attention and before the MLP of every block) of the
-    first `n_samples` texts of a samples file (:mod:`crosslayer.data.samples`) with at least
-    `min_tokens` tokens, truncated to `max_tokens`, in file order.
+def sample_token_ids(tokenizer, texts, settings=JacobianSettings()):
+    """The token ids the activations are recorded at: the first ``settings.n_samples`` texts with at
+    least ``settings.min_tokens`` tokens, cut to ``settings.max_tokens``, in order; texts are
+    tokenized only up to the last one chosen.
 
-    `loaded` is ``load_model(manifest, device=device)``'s ``(model, tokenizer)`` when the caller
-    has it already (the Jacobian job uses the same model next); else the checkpoint is loaded here.
+    Parameters
+    ----------
+    tokenizer : callable
+        ``tokenizer(text)["input_ids"]`` (a transformers tokenizer).
+    texts : sequence of str
+    settings : JacobianSettings
 
     Returns
     -------
-    result : dict of ndarray
-        ``acts`` (N, 2L, d) float32, ``n_tokens`` (N,), ``sample_ids`` (N,) the texts' ids.
+    picked : list of int
+        Indices of the chosen texts.
+    token_ids : list of lists of int
+
+    Raises
+    ------
+    ValueError
+        Too few texts are long enough.
     """
-    context = {"model": manifest["model"], "revision": manifest.get("revision")}
-    model, tokenizer = loaded or load_model(manifest, device=device)
-    if tokenizer is None:
-        raise CheckpointError(
-            f"no tokenizer in the checkpoint (none of {', '.join(TOKENIZER_FILES)}): save it beside the weights "
-            "(tokenizer.save_pretrained) for a local checkpoint", **context, file=manifest["path"])
-    ids, texts = read_samples(samples_path)
-    token_ids = []  # tokenised on demand: a dataset's texts only up to the n-th long-enough one
+    token_ids = []
 
     def tokenized():
         for text in texts:
             token_ids.append(tokenizer(text)["input_ids"])
             yield token_ids[-1]
 
-    try:
-        picked = select_sample_indices(tokenized(), min_tokens=min_tokens, max_tokens=max_tokens, n=n_samples)
-    except ValueError as err:
-        raise CheckpointError(str(err), **context, file=str(samples_path)) from err
-    samples = [token_ids[i][:max_tokens] for i in picked]
-    try:
-        recorded = record_residual_stream(model, samples, batch_size=batch_size, device=device)
-    except ValueError as err:  # non-finite activation: name the checkpoint too
-        raise CheckpointError(str(err), **context, file=manifest["path"]) from err
-    return {**recorded, "sample_ids": np.asarray([ids[i] for i in picked])}
+    picked = select_sample_indices(tokenized(), min_tokens=settings.min_tokens, max_tokens=settings.max_tokens,
+                                   n=settings.n_samples)
+    return picked, [token_ids[i][: settings.max_tokens] for i in picked]
+
+
+def measure_checkpoint(manifest, settings=JacobianSettings(), *, samples, device="cpu",
+                       chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """The ``block_jacobians`` job: from one load of the checkpoint a manifest describes (minutes at
+    8B scale), its residual stream at the chosen texts of a samples file, then
+    :func:`block_jacobian_stats` there.
+
+    Parameters
+    ----------
+    manifest : dict
+        As :func:`crosslayer.models.checkpoints.verified_manifest` returns it (``path``, ``model``,
+        ``revision``).
+    settings : JacobianSettings
+    samples : str or path-like
+        A samples file of :mod:`crosslayer.data.samples`.
+    device : str, default="cpu"
+        Where the model is loaded, the activations recorded and the Jacobians computed.
+    chunk_bytes : int
+        As :func:`block_jacobian_stats` (speed only).
+
+    Returns
+    -------
+    activations : dict of ndarray
+        ``acts`` (N, 2L, d) float32 (the residual stream at the last token, before attention and
+        before the MLP of every block), ``n_tokens`` (N,), ``token_inputs`` where the family has
+        them, and ``sample_ids`` (N,) the texts' ids.
+    jacobians : dict of ndarray
+        :func:`block_jacobian_stats` at ``activations["acts"]``.
+
+    Raises
+    ------
+    CheckpointError
+        The checkpoint cannot be loaded or has no tokenizer, too few texts are long enough (naming
+        the samples file), or an activation or Jacobian is not finite (naming layer and sample); the
+        message names the model and revision.
+    """
+    model, tokenizer = load_model(manifest, device=device)
+    with naming_checkpoint(manifest):
+        if tokenizer is None:
+            raise CheckpointError(f"no tokenizer in the checkpoint (none of {', '.join(TOKENIZER_FILES)}): save it "
+                                  "beside the weights (tokenizer.save_pretrained) for a local checkpoint")
+    with naming_checkpoint(manifest, file=samples):
+        ids, texts = read_samples(samples)
+        picked, token_ids = sample_token_ids(tokenizer, texts, settings)
+    with naming_checkpoint(manifest):
+        activations = {**record_residual_stream(model, token_ids, device=device),
+                       "sample_ids": np.asarray([ids[i] for i in picked])}
+        jacobians = block_jacobian_stats(model, activations["acts"], settings, chunk_bytes=chunk_bytes,
+                                         progress=lambda layers: tqdm(layers, desc="layers", unit="layer"),
+                                         token_inputs=activations.get("token_inputs"))
+    return activations, jacobians

@@ -68,7 +68,7 @@ def plot_dose_response(ax, table, *, start_layer=0, color="C0", label=None, colu
     Parameters
     ----------
     table : pandas.DataFrame
-        From :func:`crosslayer.linalg.schur.dose_response_table` (one mode).
+        From :func:`crosslayer.dynamics.surgery.dose_response_table` (one mode).
     column : {"effective_rank", "log_frobenius"}, default="effective_rank"
         ``"log_frobenius"`` draws the transient amplification ``log ||J_{l->L}||_F`` (Fig. 5).
     """

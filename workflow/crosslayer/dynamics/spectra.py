@@ -11,7 +11,7 @@ floats. Functions taking ``residual=True`` analyse ``J - I`` instead of ``J``.
   layer), forward alignment (layer l's left vs layer l+1's right), Monte-Carlo baselines;
 * the per-layer depth profile of the above with the cumulative effective rank
   (:mod:`crosslayer.linalg.effective_rank`). Per-sample statistics: :mod:`crosslayer.linalg.conditioning`;
-  Schur surgery: :mod:`crosslayer.linalg.schur`; depth regimes: :mod:`crosslayer.dynamics.regimes`.
+  Schur surgery: :mod:`crosslayer.dynamics.surgery`; depth regimes: :mod:`crosslayer.dynamics.regimes`.
 """
 
 import math

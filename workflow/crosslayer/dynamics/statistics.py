@@ -7,13 +7,15 @@ isolated units.
 * mesoscale operator (Test 2): community basis B, variance captured
   ``||B^T J B||_F^2 / ||J||_F^2`` and the top singular value of ``B^T J B``, against random
   partitions with the same community sizes (one-sided one-sample t-test);
-* boundary-node coupling (Test 3): Cohen's d of Jacobian column norms between the top and
+* boundary-node test (Test 3): Cohen's d of Jacobian column norms between the top and
   bottom participation tails, two-sided permutation p-value;
-* rate-level coupling (Test 1, Appendix D): Spearman's rho between adjacent-layer topology
+* rate-level test (Test 1, Appendix D): Spearman's rho between adjacent-layer topology
   disruption ``1 - NMI`` and the swings of the mesoscale operator, permutation p-values.
 
-"Coupling" here is paper 004's word for a link between topology and dynamics; paper 002's block
-coupling lives in :mod:`crosslayer.coupling`. The permutation machinery: :mod:`crosslayer.stats.permutation`.
+Paper 004 calls the last two "boundary-node coupling" and "rate-level coupling"; here "coupling"
+names paper 002's block coupling only (:mod:`crosslayer.coupling`). The tables these tests fill keep
+the file name ``step{step}.coupling.tsv`` (docs/coverage.md). The permutation machinery:
+:mod:`crosslayer.stats.permutation`.
 """
 
 import math
@@ -37,8 +39,8 @@ from crosslayer.stats.permutation import (
 
 __all__ = [
     "NULL_CHUNK_BYTES", "community_basis", "mesoscale_operator", "variance_captured", "mesoscale_top_singular",
-    "random_partition_null", "mesoscale_test", "jacobian_column_norms", "participation_tails", "boundary_coupling",
-    "rate_level_coupling",
+    "random_partition_null", "mesoscale_test", "jacobian_column_norms", "participation_tails", "boundary_node_test",
+    "rate_level_test",
 ]
 
 NULL_CHUNK_BYTES = 32 * 2**20  # random partitions: wide GEMMs run faster
@@ -229,7 +231,7 @@ def mesoscale_test(J, membership, *, n_random=100, seed=0, chunk_bytes=NULL_CHUN
     }
 
 
-# --------------------------------------------------------------------------- boundary coupling
+# --------------------------------------------------------------------------- boundary-node test
 
 
 def jacobian_column_norms(J):
@@ -289,7 +291,7 @@ def participation_tails(participation, *, tail=0.10):
     return np.sort(order[:k]), np.sort(order[n_valid - k:])
 
 
-def boundary_coupling(column_norms, participation, *, tail=0.10, n_permutations=5000, seed=0,
+def boundary_node_test(column_norms, participation, *, tail=0.10, n_permutations=5000, seed=0,
                       chunk_bytes=PERMUTATION_CHUNK_BYTES):
     """Are boundary units (high participation) amplified more than core units (Test 3)?
 
@@ -350,10 +352,10 @@ def boundary_coupling(column_norms, participation, *, tail=0.10, n_permutations=
     }
 
 
-# --------------------------------------------------------------------------- rate-level coupling
+# --------------------------------------------------------------------------- rate-level test
 
 
-def rate_level_coupling(nmi_adjacent, top_singular, variance, *, n_permutations=10000, seed=0):
+def rate_level_test(nmi_adjacent, top_singular, variance, *, n_permutations=10000, seed=0):
     """Do layers where the partition reorganizes show larger swings of the mesoscale operator?
 
     Parameters

@@ -1,4 +1,4 @@
-"""Per-checkpoint topology of the residual stream and its coupling to the Jacobians (paper 004,
+"""Per-checkpoint topology of the residual stream and its tests against the Jacobians (paper 004,
 section 3): the glue between graphs / communities / stats and the workflow's files.
 
 Snapshots are indexed as in :mod:`crosslayer.models.residual`: ``2l`` is the input of block l
@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.dynamics.statistics import (
-    boundary_coupling,
+    boundary_node_test,
     jacobian_column_norms,
     mesoscale_test,
     mesoscale_top_singular,
-    rate_level_coupling,
+    rate_level_test,
 )
 from crosslayer.models.snapshots import snapshot_name
 from crosslayer.stats.communities import (
@@ -128,7 +128,7 @@ def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10,
     memberships, participation : (2L, d) array_like
         One method's partition and participation per snapshot; layer l uses snapshot 2l.
     n_random, tail, n_permutations, seed
-        See :func:`crosslayer.dynamics.statistics.mesoscale_test` and :func:`crosslayer.dynamics.statistics.boundary_coupling`.
+        See :func:`crosslayer.dynamics.statistics.mesoscale_test` and :func:`crosslayer.dynamics.statistics.boundary_node_test`.
     q : float
         Benjamini-Hochberg level across the layers.
     progress : callable, optional
@@ -138,7 +138,7 @@ def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10,
     -------
     table : pandas.DataFrame
         Index ``layer``. Mesoscale operator: ``variance_captured``, ``null_mean``, ``null_sd``,
-        ``excess``, ``t``, ``p_mesoscale``, ``top_singular``, ``n_communities``; boundary coupling:
+        ``excess``, ``t``, ``p_mesoscale``, ``top_singular``, ``n_communities``; boundary-node test:
         ``cohens_d``, ``p_boundary``, ``q_boundary``, ``significant`` (BH at level q),
         ``n_tail``.
     """
@@ -149,7 +149,7 @@ def layer_statistics(Js, memberships, participation, *, n_random=100, tail=0.10,
         J, membership, part = Js[layer], memberships[2 * layer], participation[2 * layer]
         with warnings_about(f"layer {layer}"):
             meso = mesoscale_test(J, membership, n_random=n_random, seed=seed)
-            boundary = boundary_coupling(jacobian_column_norms(J), part, tail=tail, n_permutations=n_permutations,
+            boundary = boundary_node_test(jacobian_column_norms(J), part, tail=tail, n_permutations=n_permutations,
                                          seed=seed)
         rows.append({"layer": layer, "variance_captured": meso["observed"], "null_mean": meso["null_mean"],
                      "null_sd": meso["null_sd"], "excess": meso["excess"], "t": meso["t"],
@@ -179,7 +179,7 @@ def topology_summary(table, self_alignment, next_nmi, *, n_permutations=10000, s
         ``frac_significant``, ``n_significant``, ``n_layers``, ``median_abs_d``, ``median_d``,
         ``median_excess``, ``frac_mesoscale`` (layers with p < 0.05 for Test 2); Spearman across
         layers of self-alignment vs Cohen's d (``rho_alignment_d``, ``p_alignment_d``); rate-level
-        coupling (``rho_rate_top_singular``, ``p_rate_top_singular``, ``rho_rate_variance``,
+        test (``rho_rate_top_singular``, ``p_rate_top_singular``, ``rho_rate_variance``,
         ``p_rate_variance``).
     rate : dict of (L - 1,) ndarray
         What the rate-level test correlates: ``disruption`` (1 - NMI between blocks l and l + 1),
@@ -187,7 +187,7 @@ def topology_summary(table, self_alignment, next_nmi, *, n_permutations=10000, s
     """
     d = table["cohens_d"].to_numpy()
     fit = spearman_permutation(self_alignment, d, n_permutations=n_permutations, seed=seed)
-    rate = rate_level_coupling(next_nmi, table["top_singular"].to_numpy(), table["variance_captured"].to_numpy(),
+    rate = rate_level_test(next_nmi, table["top_singular"].to_numpy(), table["variance_captured"].to_numpy(),
                                n_permutations=n_permutations, seed=seed)
     row = {
         "n_layers": len(table),

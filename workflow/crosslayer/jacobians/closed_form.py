@@ -39,10 +39,35 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "activation", "apply_norm", "DEFAULT_CHUNK_BYTES", "block_jacobians", "branch_jacobian_with_attention",
-    "closed_form_flops", "iter_block_jacobians", "mean_jacobian", "prepare_branch",
+    "closed_form_flops", "grouped_w_o", "iter_block_jacobians", "mean_jacobian", "prepare_branch",
 ]
 
 DEFAULT_CHUNK_BYTES = 1 << 30  # working memory of one chunk (of samples here, of cotangents in multi_token)
+
+
+# --------------------------------------------------------------------------- one-token attention
+
+
+def grouped_w_o(w_o, *, n_heads, n_kv_heads):
+    """``W_o`` with the column blocks of the query heads that share a value head summed, so that
+    ``grouped_w_o(W_o) @ W_v`` is the one-token attention's value-output map ``W_ov`` (d, d) under
+    grouped-query attention: query head h reads value head ``h // (n_heads // n_kv_heads)``.
+
+    Parameters
+    ----------
+    w_o : (d, n_heads * head_dim) torch.Tensor
+    n_heads, n_kv_heads : int
+
+    Returns
+    -------
+    (d, n_kv_heads * head_dim) torch.Tensor
+    """
+    d, width = w_o.shape
+    if n_heads % n_kv_heads or width % n_heads:
+        raise ValueError(f"W_o {tuple(w_o.shape)} does not split into {n_heads} query heads over {n_kv_heads} "
+                         "key/value heads")
+    head_dim = width // n_heads
+    return w_o.reshape(d, n_kv_heads, n_heads // n_kv_heads, head_dim).sum(2).reshape(d, n_kv_heads * head_dim)
 
 
 # --------------------------------------------------------------------------- activations
@@ -135,14 +160,11 @@ def _prepare(parts: BlockParts, device, attention=True) -> _Prepared:
     """Per-layer constants; ``attention=False`` skips the one-token attention's (``W_ov`` costs a
     ``d x d x r`` product) for callers that bring their own attention Jacobian."""
     f = lambda t: None if t is None else t.to(device=device, dtype=torch.float32)  # noqa: E731
-    d, nh, nkv, hd = parts.d_model, parts.n_heads, parts.n_kv_heads, parts.head_dim
-    if nh % nkv:
-        raise ValueError(f"n_heads={nh} is not a multiple of n_kv_heads={nkv}")
+    d = parts.d_model
     attn_pre, mlp_pre = _norm(parts.attn_pre_norm, device), _norm(parts.mlp_pre_norm, device)
     w_ov = w_o = w_v = b_ov = None
     if attention:
-        # Query head h reads value head h // (nh // nkv): sum W_o's column blocks per value head.
-        w_o = f(parts.w_o).reshape(d, nkv, nh // nkv, hd).sum(2).reshape(d, nkv * hd)
+        w_o = grouped_w_o(f(parts.w_o), n_heads=parts.n_heads, n_kv_heads=parts.n_kv_heads)
         w_v, b_v = f(parts.w_v), f(parts.b_v)
         b_ov = torch.zeros(d, device=device) if b_v is None else w_o @ b_v
         if parts.b_o is not None:

@@ -47,7 +47,6 @@ __all__ = [
     "build_model",
     "evaluate_loss",
     "lr_at",
-    "mlp_weight_names",
     "train_model",
     "training_outcome",
 ]
@@ -60,20 +59,6 @@ HIDDEN_ACT = {"silu": "silu", "relu": "relu", "gelu": "gelu", "none": "linear"}
 
 EVAL_FRACTION = 0.05  # the last 5 % of tokens are held out from training
 LOSS_COLUMNS = ["step", "loss", "lr", "tokens_seen", "eval_loss"]  # no wall time: same config, same bytes
-
-
-def mlp_weight_names(arch: str, layer: int) -> tuple[str, str]:
-    """Names of the (up, down) MLP projection weights of one layer.
-
-    ``up`` has shape ``(d_ff, d_model)`` and ``down`` ``(d_model, d_ff)``, so
-    ``down @ up`` is the ``(d_model, d_model)`` product the analyses use.
-    """
-    _check_arch(arch)
-    if arch == "gpt_neox":
-        prefix = f"gpt_neox.layers.{layer}.mlp."
-        return prefix + "dense_h_to_4h.weight", prefix + "dense_4h_to_h.weight"
-    prefix = f"model.layers.{layer}.mlp."
-    return prefix + "up_proj.weight", prefix + "down_proj.weight"
 
 
 def _check_arch(arch):

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse
 
 from crosslayer.errors import DegenerateInputWarning
-from crosslayer.stats.graphs import signed_subgraphs
+from crosslayer.stats.graphs import check_graph, signed_subgraphs
 
 __all__ = [
     "METHODS",
@@ -73,17 +73,6 @@ METHOD_LABELS = {
 
 
 # --------------------------------------------------------------------------- validation
-
-
-def _check_graph(graph):
-    if not isinstance(graph, igraph.Graph):
-        raise ValueError(f"`graph` must be an igraph.Graph, got {type(graph).__name__}")
-    if graph.is_directed():
-        raise ValueError("`graph` must be undirected")
-    if graph.vcount() == 0:
-        raise ValueError("`graph` has no vertices")
-    if graph.ecount() and "weight" not in graph.es.attributes():
-        raise ValueError("`graph` has no edge attribute 'weight'")
 
 
 def _abs_weights(graph):
@@ -213,7 +202,7 @@ def _check_resolutions(**resolutions):
 
 
 def _optimise_signed(graph, method, seed, n_iterations, **resolutions):
-    _check_graph(graph)
+    check_graph(graph, vertices=True)
     _check_resolutions(**resolutions)
     seed, n_iterations = _igraph_seed(seed), _check_iterations(n_iterations)
     w = _abs_weights(graph)  # NaN/inf check
@@ -311,7 +300,7 @@ def signed_quality(graph, membership, method, *, resolution_pos=0.05, resolution
     """
     if method not in SIGNED_METHODS:
         raise ValueError(f"`method` must be one of {', '.join(SIGNED_METHODS)}; got {method!r}")
-    _check_graph(graph)
+    check_graph(graph, vertices=True)
     _abs_weights(graph)
     membership = _check_membership("membership", membership, graph.vcount())
     layers, weights = _signed_layers(graph, method, membership, resolution_pos=resolution_pos,
@@ -337,7 +326,7 @@ def leiden_modularity(graph, *, seed=0, n_iterations=-1):
     membership : (d,) int64 ndarray
         Canonical.
     """
-    _check_graph(graph)
+    check_graph(graph, vertices=True)
     seed, n_iterations = _igraph_seed(seed), _check_iterations(n_iterations)
     w = _abs_weights(graph)
     if not w.sum() > 0:
@@ -373,7 +362,7 @@ def infomap(graph, *, seed=0, trials=10):
     custom generator installed by the caller with ``igraph.set_random_number_generator`` is
     replaced by the default.
     """
-    _check_graph(graph)
+    check_graph(graph, vertices=True)
     seed = _igraph_seed(seed)
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"`trials` must be a positive integer, got {trials!r}")
@@ -543,7 +532,7 @@ def participation_coefficient(graph, membership):
     -----
     A self-loop counts once, into the vertex's own community; parallel edges add up.
     """
-    _check_graph(graph)
+    check_graph(graph, vertices=True)
     d = graph.vcount()
     m = canonical_membership(_check_membership("membership", membership, d))
     w = _abs_weights(graph)

@@ -6,7 +6,7 @@ correlates with any other smooth measure far more often than a rank test's nomin
 ``scipy.stats.spearmanr``). The null here is the circular-shift ("toroidal") null: every circular
 shift of the second profile and every shift of its mirror image, ``2n - 1`` rearrangements, all of
 them, no randomness; each keeps the profile's autocorrelation along depth. On the same profiles it
-rejects at its nominal rate (tests/test_across_papers.py). Random block permutations were measured
+rejects at its nominal rate (tests/stats/test_depth_null.py). Random block permutations were measured
 too and rejected 8-18% of independent profiles at 0.05, so they are not offered.
 
 p-values count the observed statistic with the null, ``(1 + #{|rho_null| >= |rho|}) / (2n)``, so

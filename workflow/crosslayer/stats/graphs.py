@@ -33,6 +33,7 @@ from crosslayer.errors import DegenerateInputWarning
 from crosslayer.linalg.arrays import to_numpy
 
 __all__ = [
+    "check_graph",
     "correlation_matrix",
     "top_k_edges",
     "correlation_graph",
@@ -69,11 +70,15 @@ def _check_k(k, d):
         raise ValueError(f"`k` must satisfy 1 <= k <= d - 1 = {d - 1} (d = {d} nodes), got {k}")
 
 
-def _check_graph(graph):
+def check_graph(graph, *, vertices=False):
+    """Raise ValueError unless `graph` is an undirected ``igraph.Graph`` whose edges carry a
+    ``"weight"`` attribute (and, with `vertices`, has at least one vertex)."""
     if not isinstance(graph, igraph.Graph):
         raise ValueError(f"`graph` must be an igraph.Graph, got {type(graph).__name__}")
     if graph.is_directed():
         raise ValueError("`graph` must be undirected")
+    if vertices and graph.vcount() == 0:
+        raise ValueError("`graph` has no vertices")
     if graph.ecount() and "weight" not in graph.es.attributes():
         raise ValueError("`graph` has no edge attribute 'weight'")
 
@@ -251,7 +256,7 @@ def signed_subgraphs(graph):
         edges with ``w > 0`` and weight w; ``G_neg`` the edges with ``w < 0`` and weight ``|w|``.
         Edges of weight exactly 0 carry no sign and are in neither.
     """
-    _check_graph(graph)
+    check_graph(graph)
     w = np.asarray(graph.es["weight"] if graph.ecount() else [], dtype=np.float64)
     _check_finite("graph edge weights", w)
     G_pos = graph.subgraph_edges(np.flatnonzero(w > 0).tolist(), delete_vertices=False)
@@ -281,7 +286,7 @@ def write_graph(graph, path):
     ``"weight"`` (their exact value is still in ``"weight_repr"``). ``graph`` itself is not
     modified.
     """
-    _check_graph(graph)
+    check_graph(graph)
     out = graph.copy()
     if out.ecount():
         w = np.asarray(out.es["weight"], dtype=np.float64)

@@ -291,8 +291,17 @@ class FamilyAdapter:
     #: Jacobians exist (False for encoders such as BERT, which only the weight analyses read).
     causal: bool = True
 
-    #: The workflow's per-model stages this family supports, and why not the others.
-    analyses: tuple[str, ...] = ("alignment", "continuity", "coupling", "dynamics", "topology")
+    #: Whether every layer's projections have the same shapes (False: Gemma 4's wider global heads).
+    uniform_layers: bool = True
+
+    #: Whether every layer attends with keys and values of its own input (False: KV-shared layers).
+    own_attention: bool = True
+
+    #: Whether the pre-MLP residual stream of each block is recorded (False on the generic path).
+    pre_mlp_stream: bool = True
+
+    #: What the family lacks, in words, for the capabilities it does not have ("has no causal
+    #: residual stream"); the stages that need them are :func:`crosslayer.stages.supported_stages`'.
     limits: str = ""
 
     #: Whether :meth:`block_parts` gives the closed-form Jacobian's parts; without it the
@@ -311,6 +320,17 @@ class FamilyAdapter:
         # Multimodal configs (Gemma 3) nest the decoder's settings; text models return themselves.
         self.config = config.get_text_config()
         self.geometry = self._geometry(self.config)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """What this architecture can do (:data:`crosslayer.stages.CAPABILITIES` names): the stages
+        that can run on it follow from these (:func:`crosslayer.stages.supported_stages`)."""
+        g = self.geometry
+        declared = {"causal": self.causal, "closed_form": self.closed_form, "uniform_layers": self.uniform_layers,
+                    "own_attention": self.own_attention, "pre_mlp_stream": self.pre_mlp_stream,
+                    "token_inputs": self.token_input_width > 0, "gated_mlp": g.gated_mlp,
+                    "parallel_block": g.parallel_attn_mlp}
+        return frozenset(name for name, has in declared.items() if has)
 
     def _geometry(self, config) -> Geometry:
         raise NotImplementedError

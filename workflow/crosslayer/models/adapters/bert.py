@@ -10,7 +10,6 @@ class BertAdapter(FamilyAdapter):
     model_type = "bert"
     layer_key = "encoder.layer.{layer}"
     causal = False
-    analyses = ("alignment", "continuity")
     limits = "has no causal residual stream"
 
     def _geometry(self, c):

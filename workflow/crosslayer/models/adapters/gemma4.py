@@ -47,10 +47,10 @@ class Gemma4TextAdapter(LlamaAdapter):
 
     model_type = "gemma4_text"
     closed_form = False
-    analyses = ("alignment", "dynamics", "topology")
-    limits = ("its projections change shape across layers (wider global heads, KV-shared layers without keys and "
-              "values, double-wide MLPs), so continuity does not apply; coupling is not offered for its KV-shared "
-              "attention")
+    uniform_layers = False
+    own_attention = False
+    limits = ("has projections that change shape across layers (wider global heads, KV-shared layers without keys "
+              "and values, double-wide MLPs), and KV-shared layers that attend to an earlier layer's keys and values")
 
     def __init__(self, config):
         text = config.get_text_config()

@@ -41,7 +41,7 @@ class GenericAdapter(FamilyAdapter):
     model_type = "generic"
     layer_key = "layers.{layer}"
     closed_form = False
-    analyses = ("alignment", "continuity", "coupling", "dynamics")
+    pre_mlp_stream = False
     limits = "has no adapter here: the generic path records no pre-MLP residual stream"
 
     def __init__(self, config):

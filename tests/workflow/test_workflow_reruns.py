@@ -1,0 +1,153 @@
+"""The reduced pipeline (tests/configs/tiny.yaml) run for real: what a changed setting re-runs, a job
+that stops when Snakemake is killed, and a second run elsewhere writing the same bytes."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from snakemake_runs import SNAKEMAKE, TINY, overlay, planned_jobs, snakemake
+
+pytestmark = pytest.mark.workflow
+
+
+def test_changing_the_emergence_band_replans_only_the_across_papers_tables(tiny_run, tmp_path):
+    change = overlay(tmp_path / "band.yaml", "across_papers: {band_sd: 2.0}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {**ACROSS_JOBS, "all": 1}
+
+
+def test_unchanged_config_plans_nothing(tiny_run):
+    result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY))
+    assert planned_jobs(result.output) == {}, result.output[-3000:]
+    assert "Nothing to be done" in result.output
+
+
+def test_settings_that_cannot_change_results_replan_nothing(tiny_run, tmp_path):
+    change = overlay(tmp_path / "speed.yaml", "dynamics: {chunk_mb: 17, threads: 1}\n"
+                                              "coupling: {chunk_mb: 5, hold_mb: 1, threads: 1}\n"
+                                              "alignment: {threads: 1}\ncontinuity: {threads: 1}\ntrain: {threads: 2}\n")
+    assert planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output) == {}
+
+
+def _jobs_of(parent):
+    """Pids of the job scripts whose parent process is `parent` (Linux /proc)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+            cmdline = (status.parent / "cmdline").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields.get("PPid", "0")) == parent and b".snakemake/scripts/" in cmdline:
+            found.append(int(status.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
+    # SIGKILL leaves Snakemake no chance to stop its jobs: each job ends itself when orphaned
+    import time
+
+    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 300], reference_step: 0}}")
+    command = ["results/train/tiny-gelu", "--cores", "1", "--configfile", str(TINY), longer]
+    snake = subprocess.Popen([*SNAKEMAKE, "--directory", str(tmp_path), *command], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (jobs := _jobs_of(snake.pid)) or not (tmp_path / "results/train/tiny-gelu/step0").exists():
+        assert snake.poll() is None and time.monotonic() < deadline, "the training job never started"
+        time.sleep(0.1)
+    snake.kill()
+    snake.wait()
+    deadline = time.monotonic() + 15
+    while any(Path(f"/proc/{pid}").exists() for pid in jobs):
+        assert time.monotonic() < deadline, f"job {jobs} still running 15 s after Snakemake was killed"
+        time.sleep(0.2)
+    assert "is gone: stopping this job" in (tmp_path / "logs/train_model/tiny-gelu.log").read_text()
+    assert not (tmp_path / "results/train/tiny-gelu/loss.tsv").exists()
+    # docs/running.md's recovery: --unlock once (the lock outlives a hard kill), then the same command;
+    # profiles/default (applied without naming it) carries rerun-incomplete for the cut-short run
+    snakemake(tmp_path, *command, "--unlock")
+    bare = snakemake(tmp_path, *command, "--workflow-profile", "none", check=False)
+    assert bare.returncode != 0 and "IncompleteFilesException" in bare.output, bare.output[-2000:]
+    snakemake(tmp_path, *command)
+    assert (tmp_path / "results/train/tiny-gelu/loss.tsv").is_file()
+
+
+def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
+    # Another working directory, the same config: every file under results/ (trained weights,
+    # manifests, arrays, tables, graphs, PDF and PNG figures) byte for byte. Logs, benchmarks (times)
+    # and the stat caches (mtimes, in .crosslayer/) lie outside results/.
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY))
+
+    def results(root):
+        return sorted(p.relative_to(root) for p in (root / "results").rglob("*")  # the report: another test's
+                      if p.is_file() and p.name != "report.html")
+
+    assert results(tmp_path) == results(tiny_run)
+    differ = [str(p) for p in results(tiny_run) if (tiny_run / p).read_bytes() != (tmp_path / p).read_bytes()]
+    assert not differ
+    assert any(p.suffix == ".pdf" for p in results(tiny_run)) and any(p.suffix == ".gz" for p in results(tiny_run))
+
+
+#: What a change to any per-paper result of both models re-runs downstream in the across-papers stage.
+ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1}
+
+
+def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
+    k2 = overlay(tmp_path / "k2.yaml", "alignment: {k: 2}")
+    result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), k2)
+    jobs = planned_jobs(result.output)
+    assert jobs == {
+        "mlp_alignment": 8,
+        "gated_alignment": 4,  # the SwiGLU model's steps: same k
+        "gated_table": 1,
+        "summarize_alignment": 2,
+        "alignment_table": 1,
+        "plot_alignment": 2,
+        "plot_alignment_overview": 1,
+        **ACROSS_JOBS,
+        "all": 1,
+    }, result.output[-3000:]
+
+
+def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(tiny_run, tmp_path):
+    change = overlay(tmp_path / "gamma.yaml", "topology: {resolution_neg: 0.0}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {
+        "detect_communities": 8,
+        "topology_statistics": 8,
+        "topology_tables": 1,
+        "plot_topology": 2,
+        "plot_alignment_vs_boundary": 1,
+        **ACROSS_JOBS,
+        "all": 1,
+    }
+
+
+def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run, tmp_path):
+    change = overlay(tmp_path / "window.yaml", "coupling: {window: 5}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    # a statistic over the stored arrays (issue 39): no Jacobian again, and the per-step tables stay
+    assert jobs == {"summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
+                    "plot_coupling_models": 1, **ACROSS_JOBS, "all": 1}
+
+
+def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):
+    change = overlay(tmp_path / "erank.yaml", "continuity: {erank_power: 1}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"continuity_statistics": 8, "summarize_continuity": 2, "continuity_table": 1,
+                    "plot_continuity": 2, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
+                    **ACROSS_JOBS, "all": 1}
+
+
+def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
+    change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "all": 1}
+
+
+def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):
+    change = overlay(tmp_path / "steps.yaml", "transformer_ablations: {steps: 8}")
+    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    assert jobs == {"train_ablation": 4, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
+                    "all": 1}
