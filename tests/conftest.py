@@ -6,10 +6,7 @@ tests/tiny_families.py (``tiny_model(family)`` and the shared shapes); Snakemake
 tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml."""
 
 import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import matplotlib
 import pytest
@@ -24,21 +21,15 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """The workflow run for real on tests/configs/tiny.yaml, once per session (minutes): the outputs
     tests/workflow/test_workflow.py checks, and those the other workflow tests start from."""
+    from snakemake_runs import TINY, snakemake
+
     workdir = tmp_path_factory.mktemp("tiny_run")
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(workdir),
-         "--cores", "2", "--configfile", str(ROOT / "tests" / "configs" / "tiny.yaml")],
-        capture_output=True, text=True, timeout=900,
-    )
-    if result.returncode != 0:
-        pytest.fail(f"the tiny run failed (rc={result.returncode}):\n{(result.stdout + result.stderr)[-6000:]}")
+    snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
     return workdir
 
 

@@ -141,8 +141,9 @@ def _integer_layer_axis(ax):
 
 
 def boundary_coupling_figure(inputs):
-    """Boundary-node coupling per layer (Cohen's d of the Jacobian column norms, top against bottom
-    participation), one panel per checkpoint, BH-significant layers filled."""
+    """The boundary-node test per layer (the paper's "boundary-node coupling"): Cohen's d of the
+    Jacobian column norms, top against bottom participation, one panel per checkpoint,
+    BH-significant layers filled. The title keeps the paper's word."""
     fig, axes = step_grid(len(inputs.steps))
     for ax, step in zip(axes, inputs.steps):
         table = inputs.layers[step]
@@ -183,9 +184,10 @@ def mesoscale_figure(inputs):
 
 
 def rate_coupling_figure(inputs):
-    """Rate-level coupling: each layer's topology disruption between blocks against the change of
-    its mesoscale operator (top singular value, variance captured), one marker per checkpoint,
-    coloured by layer, Spearman's rho per checkpoint in the legend."""
+    """The rate-level test (the paper's "rate-level coupling"): each layer's topology disruption
+    between blocks against the change of its mesoscale operator (top singular value, variance
+    captured), one marker per checkpoint, coloured by layer, Spearman's rho per checkpoint in the
+    legend."""
     steps = inputs.steps
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     n_layers = len(inputs.layers[steps[0]])
