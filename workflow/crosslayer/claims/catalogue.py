@@ -1,0 +1,459 @@
+"""The claims catalogue: one YAML file per paper (``catalogue/<paper>.yaml``, package data), parsed
+into frozen :class:`Claim` records and validated; every error names the file and the claim.
+
+A file holds ``paper`` (the id, e.g. ``"000"``), ``title``, ``tables`` (each table the claims read:
+``source``, the workflow output it comes from, and ``columns``, those a reader hands over, ``model``
+always among them) and ``claims``, a list of mappings with these keys:
+
+``id, section, quote``
+    required; the id starts with the paper id, the quote is the paper's statement, verbatim and short.
+``testable: false, why``
+    a claim the workflow's tables cannot measure, and why (the other keys are then optional).
+``kind``
+    ``change`` (paired per-unit difference, ``after`` minus ``before``), ``contrast`` (two groups of
+    models, ``groups.a`` minus ``groups.b``, each unit's value taken ``at`` one selection or as the
+    change ``before`` -> ``after``), ``trend`` (correlation of ``column`` with ``x`` across units) or
+    ``threshold`` (the mean of ``column`` against ``value``).
+``table, column, x, statistic, direction, value``
+    what is measured and how the paper states it: ``statistic`` is one of :data:`KINDS` [kind];
+    ``direction`` one of :data:`DIRECTIONS` against ``value`` (default 0, a number or a lookup).
+``unit: {column, name}``
+    the column naming the units the bootstrap resamples, and what they are (:data:`UNIT_NAMES`).
+``where, at, before, after``
+    row selections, ``{column: selector}``: ``where`` takes literals only; the others also take
+    ``first`` / ``last`` (the column's smallest / largest value for the model) or a lookup
+    ``{table, column}`` (the one value that column holds for the model, e.g. its reference step).
+``indicator: {op, value}``
+    turns ``column`` into 0/1 (``column op value``) first, so that a mean is a fraction.
+``groups: {by, a, b, names}``
+    contrast groups: models whose ``models`` table column ``by`` equals ``a`` / ``b``.
+``applies_to``
+    ``{column: value}`` of the ``models`` table: the models the claim is about.
+``scope``
+    ``model`` (a verdict per model; the default) or ``group`` (one over several models; contrasts).
+``requires: {min_units, min_models}``
+    at least this many units with a value (default 3) and models per group (default 1).
+``note``
+    how the quote was read, for the reviewer.
+"""
+
+from dataclasses import dataclass
+from importlib import resources
+
+import yaml
+
+__all__ = [
+    "KINDS",
+    "DIRECTIONS",
+    "SELECTORS",
+    "UNIT_NAMES",
+    "Lookup",
+    "Indicator",
+    "Groups",
+    "Claim",
+    "TableSpec",
+    "Catalogue",
+    "CatalogueError",
+    "catalogue_papers",
+    "load_catalogue",
+    "parse_catalogue",
+]
+
+#: The comparison kinds and the statistics each computes.
+KINDS = {
+    "change": ("mean_difference",),
+    "contrast": ("difference_of_means",),
+    "trend": ("spearman", "pearson"),
+    "threshold": ("mean",),
+}
+DIRECTIONS = (">", ">=", "<", "<=")
+#: Selector words (besides literals and lookups) in ``at``, ``before`` and ``after``.
+SELECTORS = ("first", "last")
+UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pairs", "models", "checkpoints", "seeds")
+
+_CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
+               "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
+               "requires", "note"}
+_FILE_KEYS = {"paper", "title", "tables", "claims"}
+
+
+class CatalogueError(ValueError):
+    """A catalogue file that does not parse or validate; the message names the file and claim."""
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A value read from another table: the one value ``column`` of ``table`` holds for the model."""
+
+    table: str
+    column: str
+
+
+@dataclass(frozen=True)
+class Indicator:
+    """Turns a column into 0/1: ``column <op> value`` (``value`` a number or a :class:`Lookup`)."""
+
+    op: str
+    value: object
+
+
+@dataclass(frozen=True)
+class Groups:
+    """The two groups of a contrast: models whose ``models`` column ``by`` equals ``a`` or ``b``."""
+
+    by: str
+    a: object
+    b: object
+    names: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table the claims read: the workflow output it comes from and the columns a reader gives."""
+
+    source: str
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One headline finding of a paper as a testable statement (the module docstring gives the keys).
+
+    Attributes
+    ----------
+    id, paper, section, quote : str
+        Which finding, where the paper states it, and its words.
+    testable : bool
+        False for a finding the workflow's tables cannot measure; ``why`` says why.
+    kind, statistic, direction, value
+        The comparison (:data:`KINDS`), its statistic, and the paper's side of ``value`` (a float or a
+        :class:`Lookup`).
+    table, column, x : str
+        The measured table, its column, and for a trend the column it is correlated with.
+    unit, unit_name : str
+        The column naming the units the uncertainty is taken over, and what they are.
+    where, at, before, after, applies_to : tuple of (str, object)
+        Row selections and the model filter as ``(column, selector)`` pairs, in the catalogue's order.
+    indicator : Indicator or None
+    groups : Groups or None
+    scope : {"model", "group"}
+    min_units, min_models : int
+        What a run needs beyond the rows themselves; see also :meth:`requirements`.
+    note : str
+    """
+
+    id: str
+    paper: str
+    section: str
+    quote: str
+    testable: bool = True
+    why: str = ""
+    kind: str = ""
+    scope: str = "model"
+    table: str = ""
+    column: str = ""
+    x: str = ""
+    statistic: str = ""
+    direction: str = ""
+    value: object = 0.0
+    unit: str = ""
+    unit_name: str = ""
+    where: tuple = ()
+    at: tuple = ()
+    before: tuple = ()
+    after: tuple = ()
+    indicator: Indicator | None = None
+    groups: Groups | None = None
+    applies_to: tuple = ()
+    min_units: int = 3
+    min_models: int = 1
+    note: str = ""
+
+    def lookups(self):
+        """Every :class:`Lookup` the claim reads, in a stable order."""
+        selectors = [s for pairs in (self.at, self.before, self.after) for _, s in pairs]
+        selectors += [self.value] + ([self.indicator.value] if self.indicator else [])
+        return tuple(s for s in selectors if isinstance(s, Lookup))
+
+    def requirements(self):
+        """What a run needs for this claim to be testable, in words (for documents and reports).
+
+        Returns
+        -------
+        tuple of str
+            e.g. ``("alignment/adjacent: left", "step 0", "at least 2 boundaries")``.
+        """
+        if not self.testable:
+            return (f"beyond the workflow's tables: {self.why}",)
+        needs = [f"{self.table}: {', '.join(c for c in (self.column, self.x) if c)}"]
+        for pairs in (self.at, self.before, self.after):
+            needs += [f"{column} {s}" for column, s in pairs
+                      if not isinstance(s, Lookup) and not (isinstance(s, str) and s in SELECTORS)]
+        needs += [f"the {lookup.column} of {lookup.table}" for lookup in self.lookups()]
+        if self.before:
+            needs.append("two distinct conditions (before and after)")
+        needs.append(f"at least {self.min_units} {self.unit_name}")
+        if self.applies_to:
+            needs.append("a model with " + ", ".join(f"{c} = {v}" for c, v in self.applies_to))
+        if self.groups:
+            a, b = self.groups.names
+            needs.append(f"at least {self.min_models} model(s) each of {a} and {b} ({self.groups.by})")
+        return tuple(dict.fromkeys(needs))
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """One paper's catalogue file, parsed and validated."""
+
+    paper: str
+    title: str
+    tables: dict
+    claims: tuple[Claim, ...]
+
+    def claim(self, claim_id):
+        """The claim with this id."""
+        found = [c for c in self.claims if c.id == claim_id]
+        if not found:
+            raise KeyError(f"paper {self.paper} has no claim {claim_id!r}; it has {[c.id for c in self.claims]}")
+        return found[0]
+
+
+def catalogue_papers():
+    """The paper ids that have a catalogue file, sorted (``["000", ...]``)."""
+    folder = resources.files("crosslayer.claims") / "catalogue"
+    return sorted(p.name.removesuffix(".yaml") for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_catalogue(paper):
+    """Read and validate one paper's catalogue.
+
+    Parameters
+    ----------
+    paper : str or int
+        The paper id, ``"000"`` (an int is zero-padded to three digits).
+
+    Returns
+    -------
+    Catalogue
+
+    Raises
+    ------
+    CatalogueError
+        No file for the paper, or one that does not validate (the message names the file and claim).
+    """
+    paper = f"{paper:03d}" if isinstance(paper, int) else str(paper)
+    path = resources.files("crosslayer.claims") / "catalogue" / f"{paper}.yaml"
+    if not path.is_file():
+        raise CatalogueError(f"no claims catalogue for paper {paper!r}; there are {catalogue_papers()}")
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise CatalogueError(f"claims catalogue {path.name}: not valid YAML: {error}") from None
+    return parse_catalogue(document, source=path.name)
+
+
+def parse_catalogue(document, *, source):
+    """Validate a catalogue document (the YAML file as Python data) and build its claims.
+
+    Parameters
+    ----------
+    document : dict
+        ``paper``, ``title``, ``tables`` and ``claims`` (module docstring).
+    source : str
+        The file name, for messages.
+
+    Returns
+    -------
+    Catalogue
+    """
+    if not isinstance(document, dict):
+        raise CatalogueError(f"claims catalogue {source}: expected a mapping, got {type(document).__name__}")
+    _no_unknown(document, _FILE_KEYS, f"claims catalogue {source}")
+    missing = sorted(_FILE_KEYS - document.keys())
+    if missing:
+        raise CatalogueError(f"claims catalogue {source}: missing {missing}")
+    paper = document["paper"]
+    stem = source.rsplit("/", 1)[-1].removesuffix(".yaml")
+    if not isinstance(paper, str) or paper != stem:
+        raise CatalogueError(f"claims catalogue {source}: paper must be the string {stem!r}, got {paper!r}")
+    tables = _parse_tables(document["tables"], source)
+    if not isinstance(document["claims"], list) or not document["claims"]:
+        raise CatalogueError(f"claims catalogue {source}: claims must be a non-empty list")
+    claims, seen = [], set()
+    for i, entry in enumerate(document["claims"], start=1):
+        name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+        where = f"claims catalogue {source}, claim {name}"
+        claim = _parse_claim(entry, paper, where)
+        if claim.id in seen:
+            raise CatalogueError(f"{where}: duplicate id")
+        seen.add(claim.id)
+        if claim.testable:
+            _check_columns(claim, tables, where)
+        claims.append(claim)
+    return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims))
+
+
+def _parse_tables(tables, source):
+    if not isinstance(tables, dict) or not tables:
+        raise CatalogueError(f"claims catalogue {source}: tables must be a non-empty mapping")
+    parsed = {}
+    for name, spec in tables.items():
+        where = f"claims catalogue {source}, table {name}"
+        if not isinstance(spec, dict) or set(spec) != {"source", "columns"}:
+            raise CatalogueError(f"{where}: expected exactly the keys source and columns, got {spec!r}")
+        columns = spec["columns"]
+        if not isinstance(columns, list) or "model" not in columns or not all(isinstance(c, str) for c in columns):
+            raise CatalogueError(f"{where}: columns must be a list of names including model, got {columns!r}")
+        parsed[name] = TableSpec(source=str(spec["source"]), columns=tuple(columns))
+    return parsed
+
+
+def _parse_claim(entry, paper, where):
+    if not isinstance(entry, dict):
+        raise CatalogueError(f"{where}: expected a mapping, got {entry!r}")
+    _no_unknown(entry, _CLAIM_KEYS, where)
+    for key in ("id", "section", "quote"):
+        if not isinstance(entry.get(key), str) or not entry[key].strip():
+            raise CatalogueError(f"{where}: `{key}` must be a non-empty string")
+    if not entry["id"].startswith(f"{paper}-"):
+        raise CatalogueError(f"{where}: the id must start with the paper id, {paper}-")
+    testable = entry.get("testable", True)
+    if not isinstance(testable, bool):
+        raise CatalogueError(f"{where}: `testable` must be true or false, got {testable!r}")
+    base = dict(id=entry["id"], paper=paper, section=entry["section"], quote=entry["quote"].strip(),
+                note=str(entry.get("note", "")).strip())
+    if not testable:
+        if not str(entry.get("why", "")).strip():
+            raise CatalogueError(f"{where}: a claim with testable: false needs `why`")
+        return Claim(**base, testable=False, why=str(entry["why"]).strip())
+    if "why" in entry:
+        raise CatalogueError(f"{where}: `why` is only for claims with testable: false")
+    return Claim(**base, **_comparison(entry, where))
+
+
+def _comparison(entry, where):
+    """The keyword arguments of a testable claim's comparison, validated."""
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise CatalogueError(f"{where}: `kind` must be one of {list(KINDS)}, got {kind!r}")
+    for key in ("table", "column", "statistic", "direction", "unit"):
+        if key not in entry:
+            raise CatalogueError(f"{where}: a {kind} claim needs `{key}`")
+    if entry["statistic"] not in KINDS[kind]:
+        raise CatalogueError(
+            f"{where}: a {kind} claim's statistic is one of {list(KINDS[kind])}, got {entry['statistic']!r}")
+    if entry["direction"] not in DIRECTIONS:
+        raise CatalogueError(f"{where}: `direction` must be one of {list(DIRECTIONS)}, got {entry['direction']!r}")
+    unit = entry["unit"]
+    if not isinstance(unit, dict) or set(unit) != {"column", "name"} or unit["name"] not in UNIT_NAMES:
+        raise CatalogueError(
+            f"{where}: `unit` must be {{column, name}} with name one of {list(UNIT_NAMES)}, got {unit!r}")
+    _allowed_keys(entry, kind, where)
+    scope = entry.get("scope", "group" if kind == "contrast" else "model")
+    if scope not in ("model", "group") or (kind == "contrast" and scope != "group"):
+        raise CatalogueError(f"{where}: `scope` must be model or group (group for a contrast), got {scope!r}")
+    requires = entry.get("requires", {})
+    if not isinstance(requires, dict) or not set(requires) <= {"min_units", "min_models"}:
+        raise CatalogueError(f"{where}: `requires` takes min_units and min_models, got {requires!r}")
+    min_units, min_models = requires.get("min_units", 3), requires.get("min_models", 1)
+    value = _value(entry.get("value", 0.0), "value", where)
+    if kind == "trend" and not (isinstance(value, float) and -1 < value < 1):
+        raise CatalogueError(f"{where}: a trend's value is a correlation in (-1, 1), got {value!r}")
+    if not (isinstance(min_units, int) and min_units >= 2 and isinstance(min_models, int) and min_models >= 1):
+        raise CatalogueError(f"{where}: requires.min_units must be an int >= 2 and min_models >= 1, got {requires!r}")
+    return dict(
+        kind=kind, scope=scope, table=str(entry["table"]), column=str(entry["column"]), x=str(entry.get("x", "")),
+        statistic=entry["statistic"], direction=entry["direction"], value=value,
+        unit=str(unit["column"]), unit_name=unit["name"],
+        where=_selection(entry.get("where", {}), "where", where, literal_only=True),
+        at=_selection(entry.get("at", {}), "at", where), before=_selection(entry.get("before", {}), "before", where),
+        after=_selection(entry.get("after", {}), "after", where), indicator=_indicator(entry.get("indicator"), where),
+        groups=_groups(entry.get("groups"), where),
+        applies_to=_selection(entry.get("applies_to", {}), "applies_to", where, literal_only=True),
+        min_units=min_units, min_models=min_models,
+    )
+
+
+def _allowed_keys(entry, kind, where):
+    """Keys a kind needs or must not have."""
+    need = {"change": {"before", "after"}, "contrast": {"groups"}, "trend": {"x"}, "threshold": {"value"}}[kind]
+    refuse = {"change": {"at", "x", "groups"}, "contrast": {"x"}, "trend": {"before", "after", "groups", "indicator"},
+              "threshold": {"before", "after", "x", "groups"}}[kind]
+    empty = sorted(k for k in need if entry.get(k) in (None, {}, ""))
+    if empty:
+        raise CatalogueError(f"{where}: a {kind} claim needs {empty}")
+    if refuse & entry.keys():
+        raise CatalogueError(f"{where}: a {kind} claim takes no {sorted(refuse & entry.keys())}")
+    if kind == "contrast" and ("before" in entry) != ("after" in entry):
+        raise CatalogueError(f"{where}: a contrast of changes needs both `before` and `after`")
+    if kind == "contrast" and "at" in entry and "before" in entry:
+        raise CatalogueError(
+            f"{where}: a contrast compares values `at` one selection or changes `before` -> `after`, not both")
+
+
+def _value(value, key, where):
+    if isinstance(value, dict):
+        if set(value) != {"table", "column"}:
+            raise CatalogueError(f"{where}: a lookup in `{key}` is {{table, column}}, got {value!r}")
+        return Lookup(table=str(value["table"]), column=str(value["column"]))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CatalogueError(f"{where}: `{key}` must be a number or a lookup {{table, column}}, got {value!r}")
+    return float(value)
+
+
+def _selection(mapping, key, where, *, literal_only=False):
+    if not isinstance(mapping, dict):
+        raise CatalogueError(f"{where}: `{key}` must be a mapping {{column: selector}}, got {mapping!r}")
+    pairs = []
+    for column, selector in mapping.items():
+        if isinstance(selector, dict) and not literal_only:
+            selector = _value(selector, f"{key}.{column}", where)
+        elif not isinstance(selector, (str, int, float, bool)) or (literal_only and selector in SELECTORS):
+            kinds = "a literal" if literal_only else f"a literal, one of {list(SELECTORS)} or a lookup"
+            raise CatalogueError(f"{where}: `{key}.{column}` must be {kinds}, got {selector!r}")
+        pairs.append((str(column), selector))
+    return tuple(pairs)
+
+
+def _indicator(spec, where):
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"op", "value"} or spec["op"] not in DIRECTIONS:
+        raise CatalogueError(f"{where}: `indicator` is {{op, value}} with op one of {list(DIRECTIONS)}, got {spec!r}")
+    return Indicator(op=spec["op"], value=_value(spec["value"], "indicator.value", where))
+
+
+def _groups(spec, where):
+    if spec is None:
+        return None
+    names = spec.get("names") if isinstance(spec, dict) else None
+    if (not isinstance(spec, dict) or set(spec) != {"by", "a", "b", "names"} or not isinstance(names, list)
+            or len(names) != 2 or spec["a"] == spec["b"]):
+        raise CatalogueError(
+            f"{where}: `groups` is {{by, a, b, names: [name of a, name of b]}} with a != b, got {spec!r}")
+    return Groups(by=str(spec["by"]), a=spec["a"], b=spec["b"], names=(str(names[0]), str(names[1])))
+
+
+def _no_unknown(mapping, known, where):
+    unknown = sorted(set(mapping) - known)
+    if unknown:
+        raise CatalogueError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+
+
+def _check_columns(claim, tables, where):
+    """Every table and column a testable claim names is declared in the file's ``tables``."""
+    wanted = {claim.table: [claim.column, claim.unit, claim.x, *(c for p in (claim.where, claim.at, claim.before,
+                                                                             claim.after) for c, _ in p)]}
+    for lookup in claim.lookups():
+        wanted.setdefault(lookup.table, []).append(lookup.column)
+    model_columns = [c for c, _ in claim.applies_to] + ([claim.groups.by] if claim.groups else [])
+    if model_columns:
+        wanted.setdefault("models", []).extend(model_columns)
+    for table, columns in wanted.items():
+        if table not in tables:
+            raise CatalogueError(f"{where}: table {table!r} is not declared under tables ({sorted(tables)})")
+        absent = [c for c in columns if c and c not in tables[table].columns]
+        if absent:
+            raise CatalogueError(
+                f"{where}: table {table} declares no column(s) {absent} ({list(tables[table].columns)})")
+
