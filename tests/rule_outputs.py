@@ -20,14 +20,11 @@ def _output_block(smk, rule):
     return output.group(1)
 
 
-def report_outputs(smk, rule):
-    """The names of the figures `rule` in ``workflow/rules/<smk>`` declares, in order."""
+def rule_figures(smk, rule):
+    """The names of the figures `rule` in ``workflow/rules/<smk>`` declares, in order (each the
+    output's key and its file name: common.smk's figure_outputs)."""
     declared = re.fullmatch(r'\s*\*\*figure_outputs\("(\w+)"(, all_models=True)?\),\s*', _output_block(smk, rule))
     assert declared, f"rule {rule} in {smk} does not declare its figures as **figure_outputs(stage)"
     name, all_models = declared.groups()
     return [figure.name for figure in (stage(name).all_model_figures if all_models else stage(name).figures)]
 
-
-def figure_outputs(smk, rule):
-    """``[(output key, figure name)]`` of `rule`'s figures: the key is the name."""
-    return [(name, name) for name in report_outputs(smk, rule)]

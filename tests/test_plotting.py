@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from rule_outputs import report_outputs
+from rule_outputs import rule_figures
 
 from crosslayer.plotting import (
     TRAINING_FIGURES,
@@ -42,8 +42,8 @@ def test_training_loss_draws_train_and_held_out(ax):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["train", "held-out"]
 
 
-def test_the_training_figure_table_is_the_rules_report_outputs():
-    assert report_outputs("checkpoints.smk", "plot_training_loss") == list(TRAINING_FIGURES)
+def test_the_training_figure_table_is_the_rules_rule_figures():
+    assert rule_figures("checkpoints.smk", "plot_training_loss") == list(TRAINING_FIGURES)
 
 
 def test_the_loss_figure_draws_the_training_log_of_the_run(tmp_path):

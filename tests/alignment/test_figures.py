@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from figure_checks import colorbars, drawn, panels
-from rule_outputs import report_outputs
+from rule_outputs import rule_figures
 
 from crosslayer.alignment.figures import (
     ALL_MODELS_FIGURES,
@@ -61,8 +61,8 @@ def figures(inputs):
 
 @pytest.mark.parametrize(("rule", "table"), [("plot_alignment", FIGURES),
                                              ("plot_alignment_overview", ALL_MODELS_FIGURES)])
-def test_each_figure_table_is_its_rules_report_outputs_in_order(rule, table):
-    assert report_outputs("alignment.smk", rule) == list(table)
+def test_each_figure_table_is_its_rules_figures_in_order(rule, table):
+    assert rule_figures("alignment.smk", rule) == list(table)
 
 
 def test_every_figure_is_a_new_figure(figures):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from figure_checks import drawn, panels
-from rule_outputs import report_outputs
+from rule_outputs import rule_figures
 
 from crosslayer.dynamics.densities import eigenvalue_density
 from crosslayer.dynamics.figures import FIGURES, DynamicsFigureInputs, load_figure_inputs
@@ -79,8 +79,8 @@ def step_lines(ax):
 # --------------------------------------------------------------------------- the figure table
 
 
-def test_the_figure_table_is_the_rules_report_outputs_in_order():
-    assert report_outputs("dynamics.smk", "plot_dynamics") == list(FIGURES)
+def test_the_figure_table_is_the_rules_figures_in_order():
+    assert rule_figures("dynamics.smk", "plot_dynamics") == list(FIGURES)
 
 
 def test_every_figure_is_a_new_figure(figures):

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from figure_checks import drawn, panels
-from rule_outputs import report_outputs
+from rule_outputs import rule_figures
 
 from crosslayer.dynamics.statistics import jacobian_column_norms, participation_tails
 from crosslayer.dynamics.topology_figures import (
@@ -81,8 +81,8 @@ def figures(inputs):
 
 @pytest.mark.parametrize(("rule", "table"), [("plot_topology", FIGURES), ("plot_alignment_vs_boundary",
                                                                           ALL_MODELS_FIGURES)])
-def test_each_figure_table_is_its_rules_report_outputs_in_order(rule, table):
-    assert report_outputs("topology.smk", rule) == list(table)
+def test_each_figure_table_is_its_rules_figures_in_order(rule, table):
+    assert rule_figures("topology.smk", rule) == list(table)
 
 
 def test_every_figure_is_a_new_figure(figures):
