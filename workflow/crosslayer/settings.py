@@ -1,6 +1,7 @@
 """Checks shared by the settings dataclasses of the per-checkpoint jobs (``AlignmentSettings``,
 ``ContinuitySettings``, ``CouplingSettings``, ``JacobianSettings``): each raises ValueError naming the
-config key of the value it refuses, so that a library caller gets the message a config would."""
+config key of the value it refuses, so that a library caller gets the message a config would.
+:func:`is_int` is also the integer test of the stats layer's argument checks."""
 
 import numpy as np
 

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse
 
 from crosslayer.errors import DegenerateInputWarning
+from crosslayer.settings import is_int
 from crosslayer.stats.graphs import check_graph, signed_subgraphs
 
 __all__ = [
@@ -95,13 +96,13 @@ def _check_membership(name, membership, n=None):
 
 
 def _igraph_seed(seed):
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
     return int(seed)
 
 
 def _check_iterations(n_iterations):
-    if isinstance(n_iterations, bool) or not isinstance(n_iterations, (int, np.integer)) or n_iterations == 0:
+    if not is_int(n_iterations) or n_iterations == 0:
         raise ValueError(f"`n_iterations` must be a non-zero integer (negative: until stable), got {n_iterations!r}")
     return int(n_iterations)
 
@@ -364,7 +365,7 @@ def infomap(graph, *, seed=0, trials=10):
     """
     check_graph(graph, vertices=True)
     seed = _igraph_seed(seed)
-    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+    if not is_int(trials) or trials < 1:
         raise ValueError(f"`trials` must be a positive integer, got {trials!r}")
     w = _abs_weights(graph)
     igraph.set_random_number_generator(random.Random(seed))
@@ -440,7 +441,7 @@ def n_nondegenerate(membership, min_size=2):
     -------
     count : int
     """
-    if isinstance(min_size, bool) or not isinstance(min_size, (int, np.integer)) or min_size < 1:
+    if not is_int(min_size) or min_size < 1:
         raise ValueError(f"`min_size` must be a positive integer, got {min_size!r}")
     return int((community_sizes(membership) >= min_size).sum())
 

@@ -31,6 +31,7 @@ import numpy as np
 
 from crosslayer.errors import DegenerateInputWarning
 from crosslayer.linalg.arrays import to_numpy
+from crosslayer.settings import is_int
 
 __all__ = [
     "check_graph",
@@ -64,7 +65,7 @@ def _check_finite(name, A):
 
 
 def _check_k(k, d):
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+    if not is_int(k):
         raise ValueError(f"`k` must be an integer, got {k!r}")
     if not 1 <= k <= d - 1:
         raise ValueError(f"`k` must satisfy 1 <= k <= d - 1 = {d - 1} (d = {d} nodes), got {k}")

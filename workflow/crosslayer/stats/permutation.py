@@ -24,6 +24,7 @@ import scipy.stats
 
 from crosslayer.errors import DegenerateInputWarning
 from crosslayer.linalg.arrays import to_numpy
+from crosslayer.settings import is_int
 
 __all__ = [
     "ALTERNATIVES", "PERMUTATION_CHUNK_BYTES", "STATISTICS", "TIE_RTOL", "PermutationResult", "cohens_d",
@@ -97,7 +98,7 @@ def check_real_square(name, J):
 
 
 def check_count(name, n, minimum=1):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
+    if not is_int(n) or n < minimum:
         raise ValueError(f"`{name}` must be an integer >= {minimum}, got {n!r}")
     return int(n)
 
