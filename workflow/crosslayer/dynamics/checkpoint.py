@@ -56,7 +56,8 @@ class JacobianSettings:
         ("functional" is the paper's method) as the reference.
     per_sample_dtype : {"float64", "float32"}, default="float64"
         Precision of the per-sample statistics (a torch dtype is kept by its name); float32 is
-        much faster on GPUs, its condition numbers accurate only while ``kappa << 1e7``.
+        slower with condition numbers (it keeps the full SVD), its condition numbers accurate only
+        while ``kappa << 1e7``.
     condition_number : bool, default=True
         Compute the per-sample condition numbers (the only SVD); False leaves them out.
 

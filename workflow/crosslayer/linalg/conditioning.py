@@ -434,10 +434,9 @@ def per_sample_stats(J, *, residual=False, condition=True, chunk=16, dtype="floa
     Torch path. For a ``torch.Tensor`` input everything runs with torch on the tensor's device
     (no host copy of the Jacobians; ``J - I`` is formed on the device), chunk by chunk, in
     `dtype`; only the (B,) results come back, as float64 NumPy. float64 (the default) agrees with
-    the NumPy path to rounding. float32 is much faster on GPUs (roughly 10x or more on GPUs with
-    reduced-rate float64, e.g. consumer and workstation cards; less on data-center GPUs with
-    half-rate float64); on a CPU it is slower with condition numbers (about 2x at d = 1024: float32 keeps the full
-    SVD) and faster only without them (the Gram product about 2.5x).
+    the NumPy path to rounding. float32 keeps the full SVD for the condition number, so with condition
+    numbers it is slower than float64's Gram route both on a CPU (about 2x at d = 1024) and on an
+    H200 (5.8x at d = 4096); it is faster only without them (on a CPU the Gram product about 2.5x).
     Its Frobenius norm and participation ratio are accurate to ~1e-6 relative (a-priori bounds
     ``d eps_32`` and ``4 d eps_32``); its condition number to about
     ``eps_32 * kappa`` relative (singular values carry an absolute error ~ ``eps_32 * s_max``),
