@@ -188,7 +188,7 @@ def test_schema_lookup_knows_keys_from_missing_ones():
 
 _CONFIG_KEY = re.compile(r"(?<![\w.{])(?:" + "|".join(sorted(SCHEMA["properties"], key=len, reverse=True)) +
                          r")(?:\.(?:[A-Za-z_]\w*|\*))+")
-_FILE_SUFFIXES = (".py", ".smk", ".yaml", ".json", ".tsv", ".npz", ".png", ".pdf")  # toy.yaml is a file
+_FILE_SUFFIXES = (".py", ".smk", ".yaml", ".json", ".tsv", ".npz", ".png", ".pdf", ".md", ".log")  # toy.yaml is a file
 
 
 def string_literals(path):

@@ -110,6 +110,9 @@ def test_function_lengths_leave_out_the_docstring(tmp_path):
 # tables and figures never load a model).
 LAZY = {"transformers", "safetensors", "tokenizers", "datasets", "gensim", "torchvision", "torch", "scipy",
         "pandas", "statsmodels", "matplotlib"}
+# Library modules that import torch: the claims readers' models table reads an architecture through
+# its adapter, and the workflow lists the readers' files while building every DAG.
+LAZY_LOCAL = {"crosslayer.models.adapters"}
 
 
 def test_imports_sit_at_module_top_unless_heavy():
@@ -120,7 +123,7 @@ def test_imports_sit_at_module_top_unless_heavy():
                 for node in ast.walk(function):
                     if isinstance(node, ast.Import):
                         local |= {(path.name, alias.name.split(".")[0]) for alias in node.names}
-                    elif isinstance(node, ast.ImportFrom):
+                    elif isinstance(node, ast.ImportFrom) and (node.level or node.module not in LAZY_LOCAL):
                         local.add((path.name, "." if node.level else node.module.split(".")[0]))
     misplaced = sorted((name, module) for name, module in local if module not in LAZY)
     assert not misplaced, f"imports inside functions that belong at the top of their module: {misplaced}"

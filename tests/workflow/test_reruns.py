@@ -164,6 +164,10 @@ CHANGES = {
     "across_papers.baseline_draws": 20,
     "across_papers.permutations": 100,
     "across_papers.seed": 1,
+    "claims.activate": False,
+    "claims.confidence": 0.9,
+    "claims.n_boot": 500,
+    "claims.seed": 1,
     "plots.dpi": 70,
 }
 

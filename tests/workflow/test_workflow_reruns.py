@@ -90,7 +90,9 @@ def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
 
 
 #: What a change to any per-paper result of both models re-runs downstream in the across-papers stage.
-ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1}
+# the across-papers tables and the claims read every paper's results
+ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1,
+               "claims": 1}
 
 
 def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
@@ -143,11 +145,11 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
 def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
     change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
-    assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "all": 1}
+    assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "claims": 1, "all": 1}
 
 
 def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):
     change = overlay(tmp_path / "steps.yaml", "transformer_ablations: {steps: 8}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"train_ablation": 4, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
-                    "all": 1}
+                    "claims": 1, "all": 1}

@@ -149,6 +149,9 @@ STAGES = (
           figures=_figures("across_papers", "profiles", "correlations", "emergence",
                            captions={name: f"across_{name}" for name in ("profiles", "correlations", "emergence")}),
           all_model_figures=(Figure("baseline_ratios", "across_baseline_ratios"),)),
+    Stage("claims", None, "each paper's findings as verdicts per claim and model", "Claims", models="all",
+          summaries=("results/claims/claims.tsv", "results/claims/published.tsv", "results/claims/report.rst"),
+          all_model_figures=(Figure("verdicts", "claims_verdicts", path="results/figures/claims/verdicts"),)),
 )
 
 _BY_NAME = {s.name: s for s in STAGES}

@@ -35,12 +35,22 @@ always among them) and ``claims``, a list of mappings with these keys:
     at least this many units with a value (default 3) and models per group (default 1).
 ``note``
     how the quote was read, for the reviewer.
+``figure``
+    the report figure that shows it, ``<stage>/<figure>`` (``crosslayer/stages.py`` names; the
+    per-model figure, else the one over all models).
+
+Optional at the file's top level: ``published``, the numbers the paper's text states for a model and
+checkpoint a suite runs, each ``{model, section, quantity, value, table, column, where, at, note}``
+(ours: the mean of ``column`` over the model's rows matching ``where`` and ``at``, selectors as in
+claims), and ``lost``, which numbers the stored text lost and so stay out.
 """
 
 from dataclasses import dataclass
 from importlib import resources
 
 import yaml
+
+from crosslayer.stages import stage
 
 __all__ = [
     "KINDS",
@@ -51,6 +61,7 @@ __all__ = [
     "Indicator",
     "Groups",
     "Claim",
+    "Published",
     "TableSpec",
     "Catalogue",
     "CatalogueError",
@@ -73,8 +84,10 @@ UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pai
 
 _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
                "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
-               "requires", "note"}
+               "requires", "note", "figure"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
+_OPTIONAL_FILE_KEYS = {"published", "lost"}
+_PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
 
 
 class CatalogueError(ValueError):
@@ -168,6 +181,7 @@ class Claim:
     min_units: int = 3
     min_models: int = 1
     note: str = ""
+    figure: str = ""
 
     def lookups(self):
         """Every :class:`Lookup` the claim reads, in a stable order."""
@@ -202,6 +216,28 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class Published:
+    """A number the paper's text states for one model, and where ours is: the mean of ``column`` of
+    ``table`` over the model's rows that match ``where`` and ``at`` (selectors as in claims)."""
+
+    paper: str
+    model: str
+    section: str
+    quantity: str
+    value: float
+    table: str
+    column: str
+    where: tuple = ()
+    at: tuple = ()
+    note: str = ""
+
+    @property
+    def id(self):
+        """How messages name it: paper, section and quantity."""
+        return f"{self.paper} {self.section}: {self.quantity}"
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """One paper's catalogue file, parsed and validated."""
 
@@ -209,6 +245,8 @@ class Catalogue:
     title: str
     tables: dict
     claims: tuple[Claim, ...]
+    published: tuple[Published, ...] = ()
+    lost: str = ""
 
     def claim(self, claim_id):
         """The claim with this id."""
@@ -268,7 +306,7 @@ def parse_catalogue(document, *, source):
     """
     if not isinstance(document, dict):
         raise CatalogueError(f"claims catalogue {source}: expected a mapping, got {type(document).__name__}")
-    _no_unknown(document, _FILE_KEYS, f"claims catalogue {source}")
+    _no_unknown(document, _FILE_KEYS | _OPTIONAL_FILE_KEYS, f"claims catalogue {source}")
     missing = sorted(_FILE_KEYS - document.keys())
     if missing:
         raise CatalogueError(f"claims catalogue {source}: missing {missing}")
@@ -290,7 +328,37 @@ def parse_catalogue(document, *, source):
         if claim.testable:
             _check_columns(claim, tables, where)
         claims.append(claim)
-    return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims))
+    published = document.get("published") or []
+    if not isinstance(published, list):
+        raise CatalogueError(f"claims catalogue {source}: published must be a list")
+    numbers = tuple(_parse_published(entry, paper, tables, f"claims catalogue {source}, published #{i}")
+                    for i, entry in enumerate(published, start=1))
+    return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims),
+                     published=numbers, lost=str(document.get("lost", "")).strip())
+
+
+def _parse_published(entry, paper, tables, where):
+    if not isinstance(entry, dict):
+        raise CatalogueError(f"{where}: expected a mapping, got {entry!r}")
+    _no_unknown(entry, _PUBLISHED_KEYS, where)
+    missing = sorted({"model", "section", "quantity", "value", "table", "column"} - entry.keys())
+    if missing:
+        raise CatalogueError(f"{where}: missing {missing}")
+    value = _value(entry["value"], "value", where)
+    if not isinstance(value, float):
+        raise CatalogueError(f"{where}: `value` must be a number, got {entry['value']!r}")
+    number = Published(paper=paper, model=str(entry["model"]), section=str(entry["section"]),
+                       quantity=str(entry["quantity"]), value=value, table=str(entry["table"]),
+                       column=str(entry["column"]),
+                       where=_selection(entry.get("where", {}), "where", where, literal_only=True),
+                       at=_selection(entry.get("at", {}), "at", where), note=str(entry.get("note", "")).strip())
+    columns = [number.column, *(c for c, _ in number.where + number.at)]
+    if number.table not in tables:
+        raise CatalogueError(f"{where}: table {number.table!r} is not declared under tables ({sorted(tables)})")
+    absent = [c for c in columns if c not in tables[number.table].columns]
+    if absent:
+        raise CatalogueError(f"{where}: table {number.table} declares no column(s) {absent}")
+    return number
 
 
 def _parse_tables(tables, source):
@@ -321,7 +389,7 @@ def _parse_claim(entry, paper, where):
     if not isinstance(testable, bool):
         raise CatalogueError(f"{where}: `testable` must be true or false, got {testable!r}")
     base = dict(id=entry["id"], paper=paper, section=entry["section"], quote=entry["quote"].strip(),
-                note=str(entry.get("note", "")).strip())
+                note=str(entry.get("note", "")).strip(), figure=_figure(entry.get("figure", ""), where))
     if not testable:
         if not str(entry.get("why", "")).strip():
             raise CatalogueError(f"{where}: a claim with testable: false needs `why`")
@@ -432,6 +500,21 @@ def _groups(spec, where):
         raise CatalogueError(
             f"{where}: `groups` is {{by, a, b, names: [name of a, name of b]}} with a != b, got {spec!r}")
     return Groups(by=str(spec["by"]), a=spec["a"], b=spec["b"], names=(str(names[0]), str(names[1])))
+
+
+def _figure(name, where):
+    """A claim's figure, ``<stage>/<figure>``, checked against the stage registry."""
+    if not name:
+        return ""
+    stage_name, _, figure = str(name).partition("/")
+    try:
+        found = stage(stage_name)
+    except ValueError as error:
+        raise CatalogueError(f"{where}: `figure`: {error}") from None
+    names = [f.name for f in (*found.figures, *found.all_model_figures)]
+    if figure not in names:
+        raise CatalogueError(f"{where}: `figure`: stage {stage_name} has no figure {figure!r} (it has {names})")
+    return str(name)
 
 
 def _no_unknown(mapping, known, where):

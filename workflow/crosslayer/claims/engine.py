@@ -29,7 +29,7 @@ from scipy import stats
 
 from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, load_catalogue
 
-__all__ = ["VERDICTS", "Verdict", "evaluate", "decide", "correlation", "expanded_level", "Claim", "load_catalogue"]
+__all__ = ["VERDICTS", "Verdict", "evaluate", "beside_ours", "decide", "correlation", "expanded_level", "Claim", "load_catalogue"]
 
 VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
 
@@ -122,9 +122,10 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
         return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
                        reason=f"beyond the workflow's tables: {claim.why}")
     rng = np.random.default_rng(seed)
+    subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
     try:
         models = _models_in_scope(claim, data)
-        subject = subject or (" vs ".join(claim.groups.names) if claim.groups else "+".join(models))
+        subject = subject or "+".join(models)
         if claim.kind == "contrast":
             result = _contrast(claim, data, models, confidence, n_boot, rng)
         elif claim.kind == "trend":
@@ -140,6 +141,35 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {claim.direction} {reference:.3g}"
     return Verdict(claim=claim.id, paper=claim.paper, subject=subject, statistic=float(estimate), low=float(low),
                    high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason)
+
+
+def beside_ours(number, data):
+    """A published number beside ours: the mean of its column over the model's rows that match its
+    ``where`` and ``at`` (:class:`~crosslayer.claims.catalogue.Published`).
+
+    Returns
+    -------
+    dict
+        ``paper, section, model, quantity, published, ours, difference, rows`` and ``missing`` (what
+        the run lacks, empty when ours was computed; ours and difference are then NaN).
+    """
+    row = dict(paper=number.paper, section=number.section, model=number.model, quantity=number.quantity,
+               published=number.value, ours=math.nan, difference=math.nan, rows=0, missing="")
+    try:
+        rows = _table(data, number.table, [number.column, *(c for c, _ in number.where + number.at)])
+        rows = rows[rows["model"] == number.model]
+        for column, value in number.where:
+            rows = rows[rows[column] == value]
+        for column, selector in number.at:
+            rows = rows[rows[column] == _resolve(selector, rows[column], data, number.model, number)]
+        values = rows[number.column].dropna().astype(float)
+        if values.empty:
+            raise _Missing(f"{number.table} has no {number.column} for {number.model} at "
+                           f"{dict(number.where + number.at)}")
+    except _Missing as missing:
+        return row | {"missing": str(missing)}
+    ours = float(values.mean())
+    return row | {"ours": ours, "difference": ours - number.value, "rows": int(values.size)}
 
 
 def decide(low, high, direction, value):
@@ -298,7 +328,8 @@ def _difference_of_means(a, b, axis=-1):
 
 def _trend(claim, data, models, confidence, n_boot, rng):
     """Correlation of ``column`` with ``x`` across units; resamples with a constant column are left out."""
-    frames = [_values_at(claim, data, m, claim.at)[[claim.x, claim.column]] for m in models]
+    # reset_index: x may be the unit itself (a trend over checkpoints, units = steps)
+    frames = [_values_at(claim, data, m, claim.at).reset_index()[[claim.x, claim.column]] for m in models]
     both = pd.concat(frames).dropna()
     _enough(claim, len(both), "")
     x, y = both[claim.x].to_numpy(float), both[claim.column].to_numpy(float)

@@ -1,0 +1,126 @@
+"""A run's verdict table, published numbers, per-paper readings, the verdict matrix and the
+report's first page, on a small catalogue and tables with planted effects."""
+
+import base64
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from crosslayer.claims.catalogue import parse_catalogue
+from crosslayer.claims.figures import VERDICT_COLORS, verdicts_figure
+from crosslayer.claims.report import figure_file, report_text
+from crosslayer.claims.verdicts import ALL_MODELS, published_table, readings, verdict_table
+
+TABLES = {"t": {"source": "s", "columns": ["model", "step", "unit", "y"]},
+          "models": {"source": "s", "columns": ["model", "gated"]}}
+RISE = {"id": "999-rise", "section": "2", "quote": "it rises", "kind": "change", "table": "t", "column": "y",
+        "unit": {"column": "unit", "name": "layers"}, "before": {"step": 0}, "after": {"step": "last"},
+        "statistic": "mean_difference", "direction": ">", "figure": "alignment/adjacent_mean"}
+CATALOGUE = parse_catalogue({
+    "paper": "999", "title": "A paper", "tables": TABLES,
+    "claims": [
+        RISE,
+        {**RISE, "id": "999-gated-rise", "applies_to": {"gated": True}, "figure": "coupling/vs_score"},
+        {**RISE, "id": "999-gated-more", "kind": "contrast", "statistic": "difference_of_means",
+         "groups": {"by": "gated", "a": True, "b": False, "names": ["gated", "plain"]}},
+        {"id": "999-beyond", "section": "5", "quote": "heads emerge", "testable": False, "why": "no heads here"},
+    ],
+    "published": [{"model": "a", "section": "Table 1", "quantity": "y at the last step", "value": 1.5, "table": "t",
+                   "column": "y", "at": {"step": "last"}},
+                  {"model": "b", "section": "Table 1", "quantity": "y at step 3", "value": 1.0, "table": "t",
+                   "column": "y", "at": {"step": 3}},
+                  {"model": "elsewhere", "section": "Table 1", "quantity": "y", "value": 2.0, "table": "t",
+                   "column": "y"}],
+}, source="999.yaml")
+
+
+def tables(rise_a=1.0, rise_b=-1.0):
+    """Model a (gated) rises by `rise_a` from step 0 to 9 on 12 layers, model b (plain) by `rise_b`."""
+    rng = np.random.default_rng(0)
+    rows = [pd.DataFrame({"model": m, "step": step, "unit": np.arange(12),
+                          "y": (rise if step else 0.0) + rng.normal(scale=0.1, size=12)})
+            for m, rise in (("a", rise_a), ("b", rise_b)) for step in (0, 9)]
+    return {"t": pd.concat(rows, ignore_index=True), "models": pd.DataFrame({"model": ["a", "b"], "gated": [True, False]})}
+
+
+def test_a_verdict_per_claim_and_model_groups_once_and_claims_beyond_the_tables_once():
+    table = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300)
+    got = {(r.claim, r.subject): r.verdict for r in table.itertuples()}
+    assert got == {("999-rise", "a"): "holds", ("999-rise", "b"): "contradicted",
+                   ("999-gated-rise", "a"): "holds",  # b is not gated: the claim is not about it
+                   ("999-gated-more", "gated vs plain"): "holds", ("999-beyond", ALL_MODELS): "not testable"}
+    assert list(table["scope"]) == ["model", "model", "model", "group", ""]
+    assert table.loc[0, "n"] == 12 and table.loc[0, "low"] > 0.5
+
+
+def test_a_model_whose_rows_are_missing_is_not_testable_and_says_why():
+    data = tables()
+    data["t"] = data["t"][data["t"]["model"] == "a"]
+    table = verdict_table([CATALOGUE], data, {"t": ["a", "b"]}, n_boot=300)
+    row = table[(table["claim"] == "999-rise") & (table["subject"] == "b")].iloc[0]
+    assert row.verdict == "not testable" and row.reason == "t has no rows"
+    none = verdict_table([CATALOGUE], {}, {"t": []}, n_boot=300)
+    assert set(none["subject"]) == {ALL_MODELS, "gated vs plain"} and set(none["verdict"]) == {"not testable"}
+
+
+def test_the_same_inputs_and_seed_give_the_same_table_and_another_seed_other_intervals():
+    first = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300, seed=0)
+    pd.testing.assert_frame_equal(first, verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300, seed=0))
+    other = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300, seed=1)
+    assert not np.allclose(first["low"].dropna(), other["low"].dropna())
+
+
+def test_published_numbers_beside_ours_for_the_runs_models():
+    data = tables()
+    table = published_table([CATALOGUE], data).set_index("model")
+    last = data["t"].query("model == 'a' and step == 9")["y"].mean()
+    assert list(table.index) == ["a", "b"]  # "elsewhere" is not a model of this run
+    assert table.loc["a", "ours"] == pytest.approx(last) and table.loc["a", "rows"] == 12
+    assert table.loc["a", "difference"] == pytest.approx(last - 1.5)
+    assert np.isnan(table.loc["b", "ours"]) and table.loc["b", "missing"]
+
+
+def test_one_reading_per_paper_names_each_claims_outcome():
+    table = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300)
+    line = readings(table, [CATALOGUE])["999"]
+    # contradicted on any model outweighs holding on another
+    assert line == "4 claims: holds 2 (gated-rise, gated-more); contradicted 1 (rise); not testable 1 (beyond)"
+
+
+def test_the_matrix_colours_each_cell_by_its_verdict():
+    table = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300)
+    fig = verdicts_figure(table)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "across models"]
+    assert [t.get_text() for t in ax.get_yticklabels()][2] == "999-gated-more (gated vs plain)"
+    image = ax.get_images()[0]
+    grid, rgba = image.get_array(), image.to_rgba(image.get_array())
+    assert grid.mask[1, 1] and grid.mask[0, 2]  # b for a gated claim; a model claim across models
+    hex_of = lambda c: "#%02x%02x%02x" % tuple(round(255 * v) for v in c[:3])  # noqa: E731
+    assert hex_of(rgba[0, 0]) == VERDICT_COLORS["holds"] and hex_of(rgba[0, 1]) == VERDICT_COLORS["contradicted"]
+    assert all(hex_of(rgba[3, j]) == VERDICT_COLORS["not testable"] for j in range(3))  # beyond: every column
+    plt.close(fig)
+
+
+def test_the_first_page_embeds_the_matrix_and_links_each_verdict_to_its_figure(tmp_path):
+    png = tmp_path / "m.png"
+    png.write_bytes(b"\x89PNG fake")
+    table = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300)
+    text = report_text(table, [CATALOGUE], png, "The workflow's own description.")
+    joined = "".join(line.strip() for line in text.splitlines())
+    assert base64.b64encode(b"\x89PNG fake").decode() in joined
+    assert "* **999** (A paper): 4 claims: holds 2" in text
+    assert "a: `holds <a.adjacent_mean.png_>`__; b: `contradicted <b.adjacent_mean.png_>`__" in text
+    assert "gated vs plain: `holds <adjacent_mean_all_models.png_>`__" in text  # a group: the all-models figure
+    assert "all models: not testable\n" in text  # no figure named for that claim
+    assert "a: `holds <all_models.vs_score.png_>`__" in text  # coupling has no per-model vs_score
+    assert text.endswith("The workflow's own description.")
+    assert max(len(line) for line in text.splitlines()) < 1000  # docutils refuses long lines
+
+
+def test_figure_files_are_the_reports_link_targets():
+    assert figure_file("alignment/adjacent_mean", "m") == "m.adjacent_mean.png"
+    assert figure_file("alignment/adjacent_mean", None) == "adjacent_mean_all_models.png"
+    assert figure_file("alignment/pairwise", None) is None and figure_file("", "m") is None

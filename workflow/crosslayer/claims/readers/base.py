@@ -1,0 +1,26 @@
+"""The :class:`Reader` record (its own module so that the paper modules and the registry in
+``__init__`` import it without a cycle)."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["Reader"]
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How one catalogue table is read from a run's files (:mod:`crosslayer.claims.readers`)."""
+
+    table: str
+    stage: str
+    files: tuple[str, ...]
+    read: Callable[[Path, str, tuple], pd.DataFrame]
+
+    def paths(self, root, model, steps):
+        """The files this reader reads for `model` (``{step}`` patterns once per step, in order)."""
+        root = Path(root)
+        return [root / pattern.format(model=model, step=step) for pattern in self.files
+                for step in (steps if "{step}" in pattern else (None,))]

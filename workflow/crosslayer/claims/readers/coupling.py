@@ -1,0 +1,109 @@
+"""Paper 002's tables: what the coupling stage writes per model (``summarize_coupling``: prompts.tsv,
+steps.tsv, depthwise.tsv), the token-wise self coupling of each checkpoint's ``.coupling.npz`` in
+long form, and the table over all models (``coupling_across_models``: models.tsv).
+
+Coupling is the negative mis-coupling in every table, as the stage writes it; the TSVs hold the
+configured ``coupling.metric`` and ``coupling.final_norm`` convention, the npz every metric (a
+``metric`` column). Nothing is recomputed: the readers reshape (one row per K instead of a column per
+K) and select (the trivial diagonals out, one model's row of models.tsv).
+"""
+
+import numpy as np
+import pandas as pd
+
+from crosslayer.claims.readers.base import Reader
+from crosslayer.npz import open_npz
+
+_TSV = "results/coupling/{model}/{name}.tsv"
+_NPZ = "results/coupling/{model}/step{step}.coupling.npz"
+_MODELS = "results/coupling/models.tsv"
+_TRAJECTORY = ("lss_median", "ed_median", "lss_raw_median", "ed_raw_median")
+
+
+def _tsv(root, model, name):
+    return pd.read_csv(root / _TSV.format(model=model, name=name), sep="\t")
+
+
+def _per_k(table, keys):
+    """The ``coupling_K<K>`` columns of `table` as rows: `keys`, ``K``, ``coupling``."""
+    wide = [c for c in table.columns if c.startswith("coupling_K")]
+    long = table[[*keys, *wide]].melt(id_vars=list(keys), value_vars=wide, var_name="K", value_name="coupling")
+    long["K"] = long["K"].str.removeprefix("coupling_K").astype(int)
+    return long.sort_values([*keys[:1], "K"], kind="stable").reset_index(drop=True)
+
+
+def _prompts(root, model, steps):
+    """Per checkpoint and prompt, the mean depth-wise coupling at each K (prompts.tsv, one row per K)."""
+    return _per_k(_tsv(root, model, "prompts"), ["step", "prompt", "source", "variant", "n_tokens"])
+
+
+def _prompt_trajectories(root, model, steps):
+    """Per checkpoint and prompt, the median line-shape score and expodistance of its tokens, x^L after
+    the final norm (unsuffixed, the paper's eq. 7) and before it (``_raw``) (prompts.tsv)."""
+    return _tsv(root, model, "prompts")[["step", "prompt", "source", "variant", "n_tokens", *_TRAJECTORY]]
+
+
+def _steps(root, model, steps):
+    """steps.tsv as written: per checkpoint, prompt source, variant and K."""
+    return _tsv(root, model, "steps")
+
+
+def _depthwise(root, model, steps):
+    """depthwise.tsv without its diagonal (``J^l`` on its own basis: mis-coupling 0 by construction),
+    with ``pair`` (``"l-l'"``, ordered) and ``distance`` ``|l - l'|`` to name and place each layer pair."""
+    table = _tsv(root, model, "depthwise")
+    table = table[table.layer != table.other].reset_index(drop=True)
+    table.insert(3, "pair", [f"{a}-{b}" for a, b in zip(table.layer, table.other)])
+    table.insert(6, "distance", (table.layer - table.other).abs())
+    return table[["step", "variant", "K", "layer", "other", "pair", "distance", "coupling_mean", "coupling_sd"]]
+
+
+def _tokenwise_self(root, model, steps):
+    """Token-wise self coupling (``J^l_tt`` on the singular vectors of ``J^l'_t't'``) of every
+    configured layer pair, token-wise prompt, metric and K, one row per token pair ``t != t'``
+    (``t = t'`` is the depth-wise coupling of one token, trivial for ``l = l'``); ``cell`` names the
+    layer pair, prompt and token pair. Coupling = - the npz's ``tw_self``; only the token-wise arrays
+    are read from the file."""
+    frames = []
+    for step in steps:
+        with open_npz(root / _NPZ.format(model=model, step=step)) as z:
+            pairs = z["layer_pairs"].reshape(-1, 2) if "layer_pairs" in z.files else np.zeros((0, 2), int)
+            if not len(pairs) or "tw_self" not in z.files:
+                continue
+            values = z["tw_self"].astype(np.float64)  # (n_pairs, P_tw, n_metrics, n_K, T, T)
+            metrics, Ks, prompt_ids = z["metrics"].astype(str), z["Ks"].astype(int), z["prompt_ids"].astype(str)
+        n_pairs, n_prompts, _, _, T, _ = values.shape
+        index = np.indices(values.shape).reshape(values.ndim, -1)
+        keep = index[4] != index[5]
+        q, p, m, k, t, u = index[:, keep]
+        prompts = np.array(prompt_ids[:n_prompts].tolist(), dtype=object)
+        cells = np.empty((n_pairs, n_prompts, T, T), dtype=object)  # one string per cell, shared by its rows
+        for (a, b, c, d), _ in np.ndenumerate(cells):
+            cells[a, b, c, d] = f"{pairs[a, 0]}-{pairs[a, 1]}:{prompts[b]}:{c}-{d}"
+        frames.append(pd.DataFrame({
+            "step": step, "metric": np.array(metrics.tolist(), dtype=object)[m], "K": Ks[k],
+            "layer": pairs[q, 0], "other": pairs[q, 1], "prompt": prompts[p], "token": t, "token_other": u,
+            "cell": cells[q, p, t, u], "coupling": -values.reshape(-1)[keep]}))
+    columns = ["step", "metric", "K", "layer", "other", "prompt", "token", "token_other", "cell", "coupling"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def _across_models(root, model, steps):
+    """The model's row of models.tsv (its last checkpoint), one row per K. ``score`` only where the
+    run has scores (``coupling.scores``): without them the column is left out, so that a claim on it
+    names the missing column rather than finding no value."""
+    table = pd.read_csv(root / _MODELS, sep="\t")
+    row = table[table.model == model]
+    keys = ["step", "n_params", "n_layers", "d_model", "training_tokens", "score"]
+    long = _per_k(row, ["model", *keys]).drop(columns="model")
+    return long.drop(columns="score") if long["score"].isna().all() else long
+
+
+READERS = (
+    Reader("coupling/prompts", "coupling", (_TSV.replace("{name}", "prompts"),), _prompts),
+    Reader("coupling/prompt_trajectories", "coupling", (_TSV.replace("{name}", "prompts"),), _prompt_trajectories),
+    Reader("coupling/steps", "coupling", (_TSV.replace("{name}", "steps"),), _steps),
+    Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise),
+    Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self),
+    Reader("coupling/across_models", "coupling", (_MODELS,), _across_models),
+)

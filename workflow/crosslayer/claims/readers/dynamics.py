@@ -1,0 +1,80 @@
+"""Paper 004's tables: what the dynamics stage writes per checkpoint (``jacobian_spectra``'s
+``step{step}.spectra.tsv``, ``schur_surgery``'s ``step{step}.schur.tsv``) and per model
+(``dynamics_regimes``' ``regimes.tsv``), and what the topology stage writes per checkpoint
+(``topology_statistics``' ``step{step}.coupling.tsv`` and ``step{step}.summary.tsv``).
+
+Each reader selects columns and adds ``step`` to the per-checkpoint files; nothing is recomputed.
+The spectra and regime tables are cut to the columns the catalogue declares: the per-sample
+quartiles (``q25_condition_number`` ...) are left out because ``dynamics.condition_number: false``
+drops some of them, so a fixed column set could not be promised. The spectra files' alignment
+baseline (the same on every layer row) is its own table, ``dynamics/baseline``, one row per
+checkpoint, for claims that compare with it; the spectra table repeats ``layer`` as ``depth``.
+"""
+
+import pandas as pd
+
+from crosslayer.claims.readers.base import Reader
+
+_SPECTRA = "results/dynamics/{model}/step{step}.spectra.tsv"
+_REGIMES = "results/dynamics/{model}/regimes.tsv"
+_SCHUR = "results/dynamics/{model}/step{step}.schur.tsv"
+_COUPLING = "results/topology/{model}/step{step}.coupling.tsv"
+_SUMMARY = "results/topology/{model}/step{step}.summary.tsv"
+
+#: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
+SPECTRA_COLUMNS = ("step", "layer", "depth", "regime", "spectral_radius", "frac_expanding", "frac_complex",
+                   "henrici", "self_alignment", "forward_alignment", "self_alignment_res", "residual_norm_ratio",
+                   "cumulative_effective_rank")
+BASELINE_COLUMNS = ("step", "baseline_mean", "baseline_sd")
+REGIMES_COLUMNS = ("step", "regime", "n_layers", "spectral_radius", "frac_expanding", "frac_complex", "henrici",
+                   "self_alignment", "residual_norm_ratio", "cumulative_effective_rank", "min_self_alignment_layer",
+                   "min_self_alignment")
+SCHUR_COLUMNS = ("step", "mode", "construction", "draw", "alpha", "start_layer", "effective_rank", "log_frobenius")
+COUPLING_COLUMNS = ("step", "method", "layer", "variance_captured", "null_mean", "null_sd", "excess", "t",
+                    "p_mesoscale", "top_singular", "n_communities", "cohens_d", "p_boundary", "n_tail", "significant",
+                    "q_boundary", "self_alignment", "disruption", "delta_top_singular", "delta_variance")
+SUMMARY_COLUMNS = ("step", "method", "n_layers", "n_significant", "frac_significant", "median_abs_d", "median_d",
+                   "median_excess", "frac_mesoscale", "rho_alignment_d", "p_alignment_d", "rho_rate_top_singular",
+                   "p_rate_top_singular", "rho_rate_variance", "p_rate_variance")
+
+
+def _per_step(pattern, columns):
+    """A reader of one tab-separated file per checkpoint, ``step`` added, cut to `columns`."""
+    def read(root, model, steps):
+        frames = [pd.read_csv(root / pattern.format(model=model, step=step), sep="\t").assign(step=step)
+                  for step in steps]
+        if not frames:
+            return pd.DataFrame(columns=list(columns))
+        return pd.concat(frames, ignore_index=True)[list(columns)]
+    return read
+
+
+def _spectra(root, model, steps):
+    """The per-layer spectra of every checkpoint, with ``depth``: the layer index again, as a
+    trend's ``x`` (the engine indexes the units by ``layer``, so a trend cannot read it as ``x``)."""
+    table = _per_step(_SPECTRA, [c for c in SPECTRA_COLUMNS if c != "depth"])(root, model, steps)
+    table.insert(2, "depth", table["layer"])
+    return table
+
+
+def _baseline(root, model, steps):
+    """The random-subspace baseline of the alignments (one row per checkpoint: the spectra file's
+    ``baseline_mean`` and ``baseline_sd``, equal on every layer row)."""
+    table = _per_step(_SPECTRA, BASELINE_COLUMNS)(root, model, steps)
+    return table.drop_duplicates().reset_index(drop=True)
+
+
+def _regimes(root, model, steps):
+    """``regimes.tsv`` (every checkpoint of the model in one file), its rows at `steps`."""
+    table = pd.read_csv(root / _REGIMES.format(model=model), sep="\t")
+    return table[table["step"].isin(list(steps))].reset_index(drop=True)[list(REGIMES_COLUMNS)]
+
+
+READERS = (
+    Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra),
+    Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
+    Reader("dynamics/regimes", "dynamics", (_REGIMES,), _regimes),
+    Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS)),
+    Reader("topology/coupling", "topology", (_COUPLING,), _per_step(_COUPLING, COUPLING_COLUMNS)),
+    Reader("topology/summary", "topology", (_SUMMARY,), _per_step(_SUMMARY, SUMMARY_COLUMNS)),
+)

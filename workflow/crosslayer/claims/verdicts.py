@@ -1,0 +1,117 @@
+"""A run's verdicts: every claim of every catalogue whose stages ran, per model (or once per group
+of models), and the published numbers beside ours; the tables the ``claims`` rule writes.
+
+:func:`verdict_table` is ``results/claims/claims.tsv`` (long form, one row per claim and subject),
+:func:`published_table` is ``results/claims/published.tsv``, :func:`readings` the one line per
+paper that opens the report.
+"""
+
+import pandas as pd
+
+from crosslayer.claims.engine import VERDICTS, beside_ours, evaluate
+
+__all__ = ["ALL_MODELS", "verdict_table", "published_table", "readings"]
+
+#: The subject of a claim no model of the run can test, or that the catalogue marks beyond the tables.
+ALL_MODELS = "all models"
+
+COLUMNS = ["paper", "claim", "section", "subject", "scope", "statistic", "low", "high", "n", "unit", "verdict",
+           "reason"]
+
+
+def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=2000, seed=0):
+    """Every claim's verdicts on a run.
+
+    Parameters
+    ----------
+    catalogues : sequence of Catalogue
+        The papers to judge (those whose stages ran).
+    data : dict of str to pandas.DataFrame
+        The run's tables (:func:`crosslayer.claims.readers.read_tables`).
+    table_models : dict of str to sequence of str
+        For each table, the models of the run whose stage writes it (whether or not rows came back):
+        a per-model claim gets a verdict for each, "not testable" where its rows are missing.
+    confidence, n_boot, seed
+        As :func:`crosslayer.claims.engine.evaluate`; every verdict uses the same seed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :data:`COLUMNS`, claims in catalogue order, subjects in the run's order.
+    """
+    rows = []
+    for catalogue in catalogues:
+        for claim in catalogue.claims:
+            for subject, subset in _subjects(claim, data, table_models):
+                verdict = evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed, subject=subject)
+                rows.append({"section": claim.section, "scope": claim.scope if claim.testable else "",
+                             **vars(verdict)})
+    table = pd.DataFrame(rows, columns=[*COLUMNS])
+    return table.astype({"n": int})
+
+
+def _subjects(claim, data, table_models):
+    """``(subject, tables)`` for each verdict the claim gets on this run."""
+    if not claim.testable:
+        return [(ALL_MODELS, {})]
+    if claim.scope == "group":
+        return [(None, data)]
+    models = list(table_models.get(claim.table, ()))
+    if not models:
+        return [(ALL_MODELS, {})]  # the engine names the missing table
+    info = data.get("models")
+    kept = []
+    for model in models:
+        row = info[info["model"] == model] if info is not None else pd.DataFrame()
+        # a claim about other architectures (a SwiGLU claim on a GELU model) does not apply
+        if claim.applies_to and len(row) and any(row.iloc[0].get(c) != v for c, v in claim.applies_to):
+            continue
+        kept.append((model, {name: t[t["model"] == model] for name, t in data.items()}))
+    return kept
+
+
+def published_table(catalogues, data):
+    """Each catalogue's published numbers for the models of this run, ours beside them (ours NaN and
+    ``missing`` saying why where the run lacks them). Numbers for models the run does not have are
+    left out."""
+    models = {m for t in data.values() for m in t["model"].unique()}
+    rows = [beside_ours(number, data) for catalogue in catalogues for number in catalogue.published
+            if number.model in models]
+    return pd.DataFrame(rows, columns=["paper", "section", "model", "quantity", "published", "ours", "difference",
+                                       "rows", "missing"])
+
+
+def readings(verdicts, catalogues):
+    """One line per paper: how many of its claims hold, are contradicted, inconclusive or not
+    testable on this run, and which.
+
+    Returns
+    -------
+    dict of str to str
+        Paper id -> the line.
+    """
+    lines = {}
+    for catalogue in catalogues:
+        rows = verdicts[verdicts["paper"] == catalogue.paper]
+        counts = rows.groupby("claim", sort=False)["verdict"].agg(_claim_outcome)
+        parts = []
+        for outcome in VERDICTS:
+            ids = [c for c in counts.index if counts[c] == outcome]
+            if ids:
+                parts.append(f"{outcome} {len(ids)} ({', '.join(_short(c) for c in ids)})")
+        lines[catalogue.paper] = f"{len(counts)} claims: " + "; ".join(parts)
+    return lines
+
+
+def _claim_outcome(verdicts):
+    """A claim's outcome over its subjects: contradicted on any beats holds on any, then
+    inconclusive; not testable only where no subject could test it."""
+    for outcome in ("contradicted", "holds", "inconclusive"):
+        if (verdicts == outcome).any():
+            return outcome
+    return "not testable"
+
+
+def _short(claim_id):
+    return claim_id.split("-", 1)[1]
+
