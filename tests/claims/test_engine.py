@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from crosslayer.claims.catalogue import parse_catalogue
-from crosslayer.claims.engine import VERDICTS, correlation, decide, evaluate, expanded_level
+from crosslayer.claims.engine import VERDICTS, correlation, decide, evaluate, expanded_level, permutation_p
 
 TABLES = {
     "t/units": {"source": "synthetic", "columns": ["model", "step", "unit", "y", "x", "space"]},
@@ -251,7 +251,7 @@ def change_tables(steps=(0, 100), n=10):
         (KIND_ENTRIES["change"], change_tables(steps=(10, 100)), "no step 0 for m (it has [10, 100])"),
         ({**KIND_ENTRIES["change"], "before": {"step": "first"}},
          {"t/units": change_tables()["t/units"].query("step == 0")}, "before and after are the same rows (step 0)"),
-        (KIND_ENTRIES["change"], change_tables(n=2), "boundaries with a value: 2; the claim needs at least 3"),
+        (KIND_ENTRIES["change"], change_tables(n=2), "boundaries with a value: 2 (their mean: "),
         ({**KIND_ENTRIES["change"], "after": {"step": {"table": "t/meta", "column": "reference"}}}, change_tables(),
          "no table t/meta"),
         ({**KIND_ENTRIES["change"], "after": {"step": {"table": "t/meta", "column": "reference"}}},
@@ -322,3 +322,28 @@ def test_refusals():
     doubled = {"t/units": pd.concat([data["t/units"], data["t/units"]])}
     with pytest.raises(ValueError, match="several rows per unit"):
         evaluate(claim, doubled)
+
+
+def test_a_perfect_order_of_few_units_is_not_enough_for_a_trend():
+    # every bootstrap resample of 4 perfectly ordered units gives rho = 1 ([1, 1]), an order that
+    # arises by chance once in 4! = 24: the permutation test keeps the verdict open
+    claim = make_claim(**{**KIND_ENTRIES["trend"], "requires": {"min_units": 3}})
+    for n, expected in ((4, "inconclusive"), (6, "holds")):
+        x = np.arange(n, dtype=float)
+        data = {claim.table: pd.DataFrame({"model": "m", claim.unit: [f"u{i}" for i in range(n)], claim.x: x,
+                                           claim.column: x ** 2})}
+        verdict = evaluate(claim, data, n_boot=200)
+        assert (verdict.low, verdict.high, verdict.verdict) == (1.0, 1.0, expected), verdict.reason
+    assert "permutation p = 0.042 over 4" in evaluate(claim, {claim.table: data[claim.table].head(4)}).reason
+
+
+@pytest.mark.parametrize("method", ["spearman", "pearson"])
+def test_the_permutation_p_value_is_scipys_exact_test(method):
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=7), rng.normal(size=7)
+    statistic = {"spearman": lambda a: stats.spearmanr(a, x).statistic,
+                 "pearson": lambda a: stats.pearsonr(a, x).statistic}[method]
+    for side, alternative in ((1, "greater"), (-1, "less")):
+        reference = stats.permutation_test((y,), statistic, permutation_type="pairings", alternative=alternative,
+                                           n_resamples=np.inf).pvalue
+        assert permutation_p(x, y, method=method, side=side) == pytest.approx(reference)

@@ -269,8 +269,9 @@ def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_record
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
     # per model: 4 alignment, 1 loss, 6 dynamics, 5 topology, 12 coupling, 4 continuity, 3 across papers;
-    # overviews: alignment, topology, 5 coupling, 4 toy ablations, 2 transformer ablations, 1 across papers
-    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 7 + 4 + 2 + 1
+    # overviews: alignment, topology, 5 coupling, 4 toy ablations, 2 transformer ablations, 1 across papers,
+    # the verdict matrix
+    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 7 + 4 + 2 + 1 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
@@ -442,3 +443,30 @@ def test_report_is_self_contained_with_every_figure(tiny_run):
                  "all_models.baseline_ratios.png", "emergence_order.tsv"):
         assert name in html
     assert "mean cosine of their" in html  # the methods paragraph
+    assert html.index("Do the papers") < html.index("mean cosine of their")  # the verdicts open it
+    assert "000-early-surge" in html and "verdicts.png" in html
+
+
+def test_claims_give_every_claim_a_verdict_from_the_runs_own_tables(tiny_run):
+    from crosslayer.claims.catalogue import catalogue_papers, load_catalogue
+    from crosslayer.claims.engine import VERDICTS
+
+    table = pd.read_csv(tiny_run / "results/claims/claims.tsv", sep="\t")
+    catalogues = [load_catalogue(paper) for paper in catalogue_papers()]
+    assert list(dict.fromkeys(table["claim"])) == [c.id for catalogue in catalogues for c in catalogue.claims]
+    assert set(table["verdict"]) <= set(VERDICTS) and {"holds", "not testable"} <= set(table["verdict"])
+    per_model = table[table["scope"] == "model"]
+    assert set(per_model.loc[per_model["paper"] == 0, "subject"]) == {"tiny-gelu", "tiny-swiglu"}
+    assert set(per_model.loc[per_model["claim"].str.startswith("003-toy"), "subject"]) == {"toy"}
+    # one verdict recomputed by hand: the fraction of complex eigenvalues at the last step, over layers
+    spectra = pd.read_csv(tiny_run / "results/dynamics/tiny-gelu/step16.spectra.tsv", sep="\t")
+    row = table[(table["claim"] == "004-complex-pairs") & (table["subject"] == "tiny-gelu")].iloc[0]
+    assert row.statistic == pytest.approx(spectra["frac_complex"].mean()) and row.n == len(spectra) == 4
+    assert row.low <= row.statistic <= row.high and row.verdict in ("holds", "contradicted", "inconclusive")
+    # and one the tiny models cannot test, with the reason: 4 layers give 3 boundaries
+    row = table[(table["claim"] == "000-early-surge") & (table["subject"] == "tiny-gelu")].iloc[0]
+    assert row.verdict == "not testable" and "boundaries with a value: 3" in row.reason
+    published = pd.read_csv(tiny_run / "results/claims/published.tsv", sep="\t")
+    assert list(published.columns) == ["paper", "section", "model", "quantity", "published", "ours", "difference",
+                                       "rows", "missing"]
+    assert set(published["model"]) <= {"toy", "transformer_ablations"}  # the tiny models are in no paper

@@ -1,6 +1,7 @@
 """The reduced pipeline (tests/configs/tiny.yaml) run for real: what a changed setting re-runs, a job
 that stops when Snakemake is killed, and a second run elsewhere writing the same bytes."""
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -90,9 +91,9 @@ def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
 
 
 #: What a change to any per-paper result of both models re-runs downstream in the across-papers stage.
+ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1}
 # the across-papers tables and the claims read every paper's results
-ACROSS_JOBS = {"across_papers": 2, "across_papers_models": 1, "plot_across_papers": 2, "plot_across_papers_models": 1,
-               "claims": 1}
+DOWNSTREAM = {**ACROSS_JOBS, "claims": 1}
 
 
 def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
@@ -107,7 +108,7 @@ def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
         "alignment_table": 1,
         "plot_alignment": 2,
         "plot_alignment_overview": 1,
-        **ACROSS_JOBS,
+        **DOWNSTREAM,
         "all": 1,
     }, result.output[-3000:]
 
@@ -121,7 +122,7 @@ def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(ti
         "topology_tables": 1,
         "plot_topology": 2,
         "plot_alignment_vs_boundary": 1,
-        **ACROSS_JOBS,
+        **DOWNSTREAM,
         "all": 1,
     }
 
@@ -131,7 +132,7 @@ def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     # a statistic over the stored arrays (issue 39): no Jacobian again, and the per-step tables stay
     assert jobs == {"summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
-                    "plot_coupling_models": 1, **ACROSS_JOBS, "all": 1}
+                    "plot_coupling_models": 1, **DOWNSTREAM, "all": 1}
 
 
 def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):
@@ -139,7 +140,7 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"continuity_statistics": 8, "summarize_continuity": 2, "continuity_table": 1,
                     "plot_continuity": 2, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
-                    **ACROSS_JOBS, "all": 1}
+                    **DOWNSTREAM, "all": 1}
 
 
 def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
@@ -153,3 +154,14 @@ def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_pa
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
     assert jobs == {"train_ablation": 4, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
                     "claims": 1, "all": 1}
+
+
+def test_a_run_finished_before_the_claims_stage_plans_only_the_claims(tiny_run, tmp_path):
+    # the claims read what every paper's stage wrote: adding them to a finished run re-runs nothing
+    # upstream (copytree keeps the files' times, and Snakemake's records travel in .snakemake)
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    for path in ("results/claims", "results/figures/claims"):
+        shutil.rmtree(run / path)
+    jobs = planned_jobs(snakemake(run, "-n", "--cores", "2", "--configfile", str(TINY)).output)
+    assert jobs == {"claims": 1, "all": 1}

@@ -23,6 +23,8 @@ always among them) and ``claims``, a list of mappings with these keys:
     row selections, ``{column: selector}``: ``where`` takes literals only; the others also take
     ``first`` / ``last`` (the column's smallest / largest value for the model) or a lookup
     ``{table, column}`` (the one value that column holds for the model, e.g. its reference step).
+    Selectors apply in the order written, ``where`` first: ``{run: x, epoch: last}`` is run x's
+    last epoch.
 ``indicator: {op, value}``
     turns ``column`` into 0/1 (``column op value``) first, so that a mean is a fraction.
 ``groups: {by, a, b, names}``
@@ -189,6 +191,29 @@ class Claim:
         selectors += [self.value] + ([self.indicator.value] if self.indicator else [])
         return tuple(s for s in selectors if isinstance(s, Lookup))
 
+    def describe(self):
+        """The test in words, e.g. ``"change of alignment/adjacent left, step 0 -> step last, per
+        boundaries: mean_difference > 0"``."""
+        if not self.testable:
+            return f"not testable: {self.why}"
+
+        def sel(pairs):
+            return ", ".join(f"{c} {v.column} of {v.table}" if isinstance(v, Lookup) else f"{c} {v}" for c, v in pairs)
+
+        value = f"{self.value.column} of {self.value.table}" if isinstance(self.value, Lookup) else f"{self.value:g}"
+        what = f"{self.table} {self.column}" + (f" vs {self.x}" if self.x else "")
+        if self.indicator:
+            cut = self.indicator.value
+            cut = f"{cut.column} of {cut.table}" if isinstance(cut, Lookup) else f"{cut:g}"
+            what += f" {self.indicator.op} {cut} (fraction)"
+        where = f" where {sel(self.where)}" if self.where else ""
+        if self.before:
+            when = f", {sel(self.before)} -> {sel(self.after)}"
+        else:
+            when = f", at {sel(self.at)}" if self.at else ""
+        groups = f", {self.groups.names[0]} minus {self.groups.names[1]}" if self.groups else ""
+        return f"{self.kind} of {what}{where}{when}{groups}, over {self.unit_name}: {self.statistic} {self.direction} {value}"
+
     def requirements(self):
         """What a run needs for this claim to be testable, in words (for documents and reports).
 
@@ -200,7 +225,7 @@ class Claim:
         if not self.testable:
             return (f"beyond the workflow's tables: {self.why}",)
         needs = [f"{self.table}: {', '.join(c for c in (self.column, self.x) if c)}"]
-        for pairs in (self.at, self.before, self.after):
+        for pairs in (self.where, self.at, self.before, self.after):
             needs += [f"{column} {s}" for column, s in pairs
                       if not isinstance(s, Lookup) and not (isinstance(s, str) and s in SELECTORS)]
         needs += [f"the {lookup.column} of {lookup.table}" for lookup in self.lookups()]

@@ -19,6 +19,7 @@ units the two agree. :class:`~crosslayer.claims.catalogue.Claim` and
 are re-exported here, so that a stage needs one import.
 """
 
+import itertools
 import math
 import operator
 from dataclasses import dataclass
@@ -29,7 +30,8 @@ from scipy import stats
 
 from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, load_catalogue
 
-__all__ = ["VERDICTS", "Verdict", "evaluate", "beside_ours", "decide", "correlation", "expanded_level", "Claim", "load_catalogue"]
+__all__ = ["VERDICTS", "Verdict", "evaluate", "beside_ours", "decide", "correlation", "permutation_p",
+           "expanded_level", "Claim", "load_catalogue"]
 
 VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
 
@@ -134,8 +136,10 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
             result = _mean_kind(claim, data, models, confidence, n_boot, rng)
     except _Missing as missing:
         return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable", reason=str(missing))
-    estimate, low, high, n, reference, detail = result
+    estimate, low, high, n, reference, detail, *gate = result
     verdict = decide(low, high, claim.direction, reference)
+    if gate and gate[0] and verdict != "inconclusive":  # the interval decides, a test of few units does not
+        verdict, detail = "inconclusive", f"{detail}; {gate[0]}"
     numbers = f"{claim.statistic} {estimate:.3g}" if math.isnan(low) else (
         f"{claim.statistic} {estimate:.3g}, {confidence:.0%} interval [{low:.3g}, {high:.3g}]")
     reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {claim.direction} {reference:.3g}"
@@ -293,7 +297,7 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
     else:  # models with their own value (e.g. baselines at different widths): the mean excess
         values = _pooled(models, lambda m: _unit_values(claim, data, m) - limits[m])
         reference, detail = 0.0, f" minus each model's value{source}"
-    _enough(claim, values.size, "")
+    _enough(claim, values.size, "", values)
     result = stats.bootstrap((values,), np.mean, vectorized=True, n_resamples=n_boot, method="percentile",
                              confidence_level=expanded_level(confidence, values.size), rng=rng)
     interval = result.confidence_interval
@@ -310,7 +314,7 @@ def _contrast(claim, data, models, confidence, n_boot, rng):
             raise _Missing(f"{len(members)} {name} model(s) ({claim.groups.by} = {value}: {members or 'none'}); "
                            f"the contrast needs at least {claim.min_models}")
         values = _pooled(members, lambda m: _unit_values(claim, data, m))
-        _enough(claim, values.size, f" for {name}")
+        _enough(claim, values.size, f" for {name}", values)
         samples.append(values)
     a, b = samples
     level = expanded_level(confidence, min(a.size, b.size))  # the smaller group's degrees of freedom
@@ -344,7 +348,36 @@ def _trend(claim, data, models, confidence, n_boot, rng):
     tail = 50 * (1 - expanded_level(confidence, len(both)))
     low, high = np.nanpercentile(boot, [tail, 100 - tail]) if dropped < n_boot else (math.nan, math.nan)
     detail = f" ({dropped} of {n_boot} resamples with a constant column left out)" if dropped else ""
-    return estimate, float(low), float(high), len(both), claim.value, detail
+    gate = None
+    if claim.value == 0 and decide(low, high, claim.direction, 0.0) != "inconclusive":
+        # resampling few perfectly ordered units gives [1, 1] by chance alone (1 in 24 at 4 units):
+        # the order must also be unlikely under no association, one-sided at the interval's tail
+        p = permutation_p(x, y, method=claim.statistic, side=1 if low > 0 else -1, n_perm=n_boot, rng=rng)
+        if p > (1 - confidence) / 2:
+            gate = f"permutation p = {p:.2g} over {len(both)} {claim.unit_name}, above {(1 - confidence) / 2:.3g}"
+    return estimate, float(low), float(high), len(both), claim.value, detail, gate
+
+
+def permutation_p(x, y, *, method="spearman", side=1, n_perm=2000, rng=None):
+    """One-sided permutation p-value of ``correlation(x, y)`` (``side`` +1: at least as large, -1:
+    at most as small) under no association: exact over every order of ``y`` up to 8 units, else
+    ``n_perm`` random orders (``(1 + count) / (1 + n_perm)``).
+
+    Examples
+    --------
+    >>> round(permutation_p([1, 2, 3, 4], [1, 2, 3, 4]), 4)  # 1 order in 4! = 24
+    0.0417
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    observed = side * correlation(x, y, method=method)
+    if len(y) <= 8:
+        orders = np.array(list(itertools.permutations(range(len(y)))))
+        null = side * correlation(np.broadcast_to(x, orders.shape), y[orders], method=method)
+        return float(np.mean(null >= observed - 1e-12))
+    rng = rng if rng is not None else np.random.default_rng(0)
+    orders = rng.permuted(np.broadcast_to(y, (n_perm, len(y))), axis=1)
+    null = side * correlation(np.broadcast_to(x, orders.shape), orders, method=method)
+    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm))
 
 
 # -- reading the tables -----------------------------------------------------------------------------
@@ -465,9 +498,10 @@ def _pooled(models, measure):
     return values[~np.isnan(values)]
 
 
-def _enough(claim, n, group):
+def _enough(claim, n, group, values=None):
     if n < claim.min_units:
-        raise _Missing(f"{claim.unit_name} with a value{group}: {n}; the claim needs at least {claim.min_units}")
+        seen = f" (their mean: {np.mean(values):.3g})" if values is not None and n else ""
+        raise _Missing(f"{claim.unit_name} with a value{group}: {n}{seen}; the claim needs at least {claim.min_units}")
 
 
 def _where_text(claim):

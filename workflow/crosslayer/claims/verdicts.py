@@ -46,7 +46,7 @@ def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=200
                 verdict = evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed, subject=subject)
                 rows.append({"section": claim.section, "scope": claim.scope if claim.testable else "",
                              **vars(verdict)})
-    table = pd.DataFrame(rows, columns=[*COLUMNS])
+    table = pd.DataFrame(rows, columns=COLUMNS)
     return table.astype({"n": int})
 
 
@@ -54,8 +54,9 @@ def _subjects(claim, data, table_models):
     """``(subject, tables)`` for each verdict the claim gets on this run."""
     if not claim.testable:
         return [(ALL_MODELS, {})]
-    if claim.scope == "group":
-        return [(None, data)]
+    if claim.scope == "group":  # a contrast is named by its groups; a claim across models by its models
+        models = list(table_models.get(claim.table, ()))
+        return [(None if claim.groups else "+".join(models) or ALL_MODELS, data)]
     models = list(table_models.get(claim.table, ()))
     if not models:
         return [(ALL_MODELS, {})]  # the engine names the missing table

@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.claims.readers.base import Reader
+from crosslayer.npz import open_npz
 
 _SUMMARY = "results/alignment/{model}/{name}.tsv"
 _SPACES = ("left", "right", "cross")
@@ -21,7 +22,7 @@ def _pairs(root, model, steps):
     """One row per checkpoint and layer pair a < b: the overlaps of the three subspaces."""
     rows = []
     for step in steps:
-        with np.load(root / f"results/alignment/{model}/step{step}.npz") as z:
+        with open_npz(root / f"results/alignment/{model}/step{step}.npz") as z:
             overlaps = {space: z[f"overlap_{space}"] for space in _SPACES}
         a, b = np.triu_indices(len(overlaps["left"]), k=1)
         rows.append(pd.DataFrame({"step": step, "pair": [f"{i}-{j}" for i, j in zip(a, b)], "layer_a": a,

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.claims.readers.base import Reader
+from crosslayer.npz import open_npz
 
 _STEP_NPZ = "results/continuity/{model}/step{step}.npz"
 _STEP_TSV = "results/continuity/{model}/step{step}.tsv"
@@ -74,7 +75,7 @@ def _boundaries(root, model, steps):
     frames = []
     for step in steps:
         summary = pd.read_csv(root / _STEP_TSV.format(model=model, step=step), sep="\t")
-        with np.load(root / _STEP_NPZ.format(model=model, step=step)) as z:
+        with open_npz(root / _STEP_NPZ.format(model=model, step=step)) as z:
             frames.append(boundary_rows(z, summary).assign(step=step))
     return pd.concat(frames, ignore_index=True)[["step", *BOUNDARY_COLUMNS]]
 
@@ -119,7 +120,7 @@ def _ablation_boundaries(root, model, steps):
     for run in pd.read_csv(root / _ABLATIONS, sep="\t")["run"]:
         table = pd.read_csv(root / _ABLATION_TSV.format(run=run), sep="\t")
         last = table[table["step"] == table["step"].max()]
-        with np.load(root / _ABLATION_NPZ.format(run=run)) as z:
+        with open_npz(root / _ABLATION_NPZ.format(run=run)) as z:
             frames.append(boundary_rows(z, last).assign(run=run))
     return pd.concat(frames, ignore_index=True)[["run", *BOUNDARY_COLUMNS]]
 
