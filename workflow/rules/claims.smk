@@ -3,37 +3,9 @@
 # and the report's first page (the Snakefile's `report:` points to it once it exists).
 
 
-def claims_tables():
-    """The papers judged (those with a stage in this run) and, for each table their catalogues
-    read, the models whose stage writes it with their steps: {table: {model: steps}}. A stage of
-    its own runs (toy, transformer_ablations) is one pseudo-model named after it, without steps."""
-    from crosslayer.claims.catalogue import catalogue_papers, load_catalogue
-    from crosslayer.claims.readers import reader
-
-    papers = [p for p in catalogue_papers() if any(stage_models(s) for s in STAGES if s.paper == p)]
-    tables = {}
-    for paper in papers:
-        for name in load_catalogue(paper).tables:
-            stage_ = stage(reader(name).stage)
-            runs = stage_models(stage_)
-            if stage_.models == "none":
-                tables[name] = {stage_.name: []} if runs else {}
-            else:
-                tables[name] = {model: get_steps(model) for model in runs}
-    return papers, tables
-
-
-def get_claims_inputs(wildcards):
-    from crosslayer.claims.readers import files_of
-
-    _, tables = claims_tables()
-    return sorted(set(files_of(tables, tables)))
-
-
 rule claims:
     input:
         tables=get_claims_inputs,
-        description=str(Path(workflow.basedir) / "workflow" / "report" / "workflow.rst"),
     output:
         table=report(
             "results/claims/claims.tsv",
@@ -61,5 +33,8 @@ rule claims:
         run=lambda wildcards: claims_tables(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
+        # the workflow's report text, below the verdicts: its words (a param), not its path, so that
+        # a checkout elsewhere re-runs nothing
+        description=(Path(workflow.basedir) / "workflow" / "report" / "workflow.rst").read_text(),
     script:
         "../scripts/claims.py"

@@ -400,3 +400,30 @@ def get_final_output():
     """Every stage's tables and figures over the models it runs on (a stage that no model takes
     asks for none of its outputs)."""
     return [path for stage in STAGES for path in stage.final_outputs(stage_models(stage))]
+
+
+def claims_tables():
+    """The papers judged (those with a stage in this run) and, for each table their catalogues
+    read, the models whose stage writes it with their steps: {table: {model: steps}}. A stage of
+    its own runs (toy, transformer_ablations) is one pseudo-model named after it, without steps."""
+    from crosslayer.claims.catalogue import catalogue_papers, load_catalogue
+    from crosslayer.claims.readers import reader
+
+    papers = [p for p in catalogue_papers() if any(stage_models(s) for s in STAGES if s.paper == p)]
+    tables = {}
+    for paper in papers:
+        for name in load_catalogue(paper).tables:
+            stage_ = stage(reader(name).stage)
+            runs = stage_models(stage_)
+            if stage_.models == "none":
+                tables[name] = {stage_.name: []} if runs else {}
+            else:
+                tables[name] = {model: get_steps(model) for model in runs}
+    return papers, tables
+
+
+def get_claims_inputs(wildcards):
+    from crosslayer.claims.readers import files_of
+
+    _, tables = claims_tables()
+    return sorted(set(files_of(tables, tables)))
