@@ -74,9 +74,11 @@ def test_the_models_table_is_each_models_adapter_geometry(run):
 
 
 def test_the_rules_inputs_are_the_files_the_readers_read():
-    files = files_of(["alignment/pairs", "alignment/adjacent"], {"alignment/pairs": {"m": [0, 7]},
-                                                                 "alignment/adjacent": {"m": [0, 7]}})
-    assert files == ["results/alignment/m/step0.npz", "results/alignment/m/step7.npz", "results/alignment/m/adjacent.tsv"]
+    files = files_of({"alignment/pairs": {"m": [0, 7]}, "alignment/adjacent": {"m": [0, 7]},
+                      "alignment/baseline": {}, "models": {"m": [0, 7]}, "continuity/steps": {"m": [0, 7]}})
+    assert files == ["results/alignment/m/step0.npz", "results/alignment/m/step7.npz", "results/alignment/m/adjacent.tsv",
+                     "results/checkpoints/m/step0.json", "results/checkpoints/m/step7.json",
+                     "results/continuity/m/steps.tsv"]  # a table's files once, a model without it none
 
 
 def test_a_model_without_rows_leaves_its_table_out(run, tmp_path):

@@ -197,7 +197,7 @@ def test_every_table_of_paper_003_has_a_reader_of_its_declared_columns(tmp_path)
     models = {"continuity/boundaries": {"m": [0, 5]}, "continuity/steps": {"m": [0, 5]}, "toy/epochs": {"toy": []},
               "ablations/runs": {"transformer_ablations": []}, "ablations/boundaries": {"transformer_ablations": []}}
     assert set(models) == set(DECLARED) - {"models"}
-    assert all((tmp_path / f).exists() for f in files_of(models, models))
+    assert all((tmp_path / f).exists() for f in files_of(models))
     tables = read_tables(tmp_path, models)
     for name, frame in tables.items():
         assert list(frame.columns) == list(DECLARED[name].columns), name

@@ -90,7 +90,7 @@ def test_each_reader_gives_the_declared_columns(run, name):
 def test_the_files_are_those_the_rules_write(run):
     root, _ = run
     for name in TABLES:
-        for path in files_of([name], {name: {MODEL: STEPS}}):
+        for path in files_of({name: {MODEL: STEPS}}):
             assert (root / path).is_file(), path
 
 

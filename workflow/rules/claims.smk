@@ -33,8 +33,8 @@ rule claims:
         run=lambda wildcards: claims_tables(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
-        # the workflow's report text, below the verdicts: its words (a param), not its path, so that
-        # a checkout elsewhere re-runs nothing
-        description=(Path(workflow.basedir) / "workflow" / "report" / "workflow.rst").read_text(),
+        # the workflow's report text goes below the verdicts: a change to it re-runs this job, a
+        # checkout elsewhere does not (its digest, not its path)
+        description_sha256=hashlib.sha256((Path(workflow.basedir) / "workflow/report/workflow.rst").read_bytes()).hexdigest(),
     script:
         "../scripts/claims.py"

@@ -1,3 +1,4 @@
+import hashlib
 import os
 import re
 import sys
@@ -425,5 +426,4 @@ def claims_tables():
 def get_claims_inputs(wildcards):
     from crosslayer.claims.readers import files_of
 
-    _, tables = claims_tables()
-    return sorted(set(files_of(tables, tables)))
+    return files_of(claims_tables()[1])

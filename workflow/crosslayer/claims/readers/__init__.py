@@ -44,11 +44,11 @@ def reader(table):
         raise KeyError(f"no reader of table {table!r}: there are {sorted(READERS)}") from None
 
 
-def files_of(tables, models):
-    """The files reading `tables` for `models` (``{model: steps}`` per table) takes: the claims
-    rule's inputs. ``models`` maps each table to the models that have it."""
-    return [str(p) for table in tables for model, steps in models[table].items()
-            for p in reader(table).paths(Path("."), model, tuple(steps))]
+def files_of(models):
+    """The files reading every table of `models` (``{table: {model: steps}}``, the models that have
+    it) takes, once each: the claims rule's inputs."""
+    return list(dict.fromkeys(str(p) for table, by_model in models.items() for model, steps in by_model.items()
+                              for p in reader(table).paths(Path("."), model, tuple(steps))))
 
 
 def read_tables(root, models):
