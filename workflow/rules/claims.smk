@@ -6,6 +6,7 @@
 rule claims:
     input:
         tables=get_claims_inputs,
+        description=get_report_description(),  # the workflow's report text, below the verdicts
     output:
         table=report(
             "results/claims/claims.tsv",
@@ -33,8 +34,5 @@ rule claims:
         run=lambda wildcards: claims_tables(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
-        # the workflow's report text goes below the verdicts: a change to it re-runs this job, a
-        # checkout elsewhere does not (its digest, not its path)
-        description_sha256=hashlib.sha256((Path(workflow.basedir) / "workflow/report/workflow.rst").read_bytes()).hexdigest(),
     script:
         "../scripts/claims.py"

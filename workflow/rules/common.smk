@@ -1,4 +1,4 @@
-import hashlib
+import functools
 import os
 import re
 import sys
@@ -403,6 +403,7 @@ def get_final_output():
     return [path for stage in STAGES for path in stage.final_outputs(stage_models(stage))]
 
 
+@functools.cache  # the input function and the params ask for it: once per DAG
 def claims_tables():
     """The papers judged (those with a stage in this run) and, for each table their catalogues
     read, the models whose stage writes it with their steps: {table: {model: steps}}. A stage of
@@ -421,6 +422,14 @@ def claims_tables():
             else:
                 tables[name] = {model: get_steps(model) for model in runs}
     return papers, tables
+
+
+def get_report_description():
+    """The workflow's report text (workflow/report/workflow.rst) of this checkout, or from the
+    source cache for a module from a remote source (as the shipped prompt files)."""
+    if WORKFLOW_ROOT is None:
+        return workflow.source_path("../report/workflow.rst")
+    return str(WORKFLOW_ROOT / "workflow" / "report" / "workflow.rst")
 
 
 def get_claims_inputs(wildcards):

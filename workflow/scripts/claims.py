@@ -27,5 +27,5 @@ for paper, line in readings(verdicts, catalogues).items():
 verdicts.to_csv(output.table, sep="\t", index=False)
 published_table(catalogues, data).to_csv(output.published, sep="\t", index=False)
 save_figures(FIGURES, verdicts, output, dpi=snakemake.params.dpi)
-description = (Path(snakemake.scriptdir).parent / "report" / "workflow.rst").read_text()
+description = Path(snakemake.input.description).read_text()
 Path(output.report_text).write_text(report_text(verdicts, catalogues, output.verdicts, description))
