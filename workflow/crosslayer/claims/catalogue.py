@@ -213,7 +213,8 @@ class Claim:
         else:
             when = f", at {sel(self.at)}" if self.at else ""
         groups = f", {self.groups.names[0]} minus {self.groups.names[1]}" if self.groups else ""
-        return f"{self.kind} of {what}{where}{when}{groups}, over {self.unit_name}: {self.statistic} {self.direction} {value}"
+        return (f"{self.kind} of {what}{where}{when}{groups}, over {self.unit_name}: "
+                f"{self.statistic} {self.direction} {value}")
 
     def requirements(self):
         """What a run needs for this claim to be testable, in words (for documents and reports).

@@ -136,10 +136,10 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
             result = _mean_kind(claim, data, models, confidence, n_boot, rng)
     except _Missing as missing:
         return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable", reason=str(missing))
-    estimate, low, high, n, reference, detail, *gate = result
+    estimate, low, high, n, reference, detail, gate = result
     verdict = decide(low, high, claim.direction, reference)
-    if gate and gate[0] and verdict != "inconclusive":  # the interval decides, a test of few units does not
-        verdict, detail = "inconclusive", f"{detail}; {gate[0]}"
+    if gate and verdict != "inconclusive":  # the interval decides, a test of few units does not
+        verdict, detail = "inconclusive", f"{detail}; {gate}"
     numbers = f"{claim.statistic} {estimate:.3g}" if math.isnan(low) else (
         f"{claim.statistic} {estimate:.3g}, {confidence:.0%} interval [{low:.3g}, {high:.3g}]")
     reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {claim.direction} {reference:.3g}"
@@ -301,7 +301,7 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
     result = stats.bootstrap((values,), np.mean, vectorized=True, n_resamples=n_boot, method="percentile",
                              confidence_level=expanded_level(confidence, values.size), rng=rng)
     interval = result.confidence_interval
-    return float(values.mean()), float(interval.low), float(interval.high), values.size, reference, detail
+    return float(values.mean()), float(interval.low), float(interval.high), values.size, reference, detail, None
 
 
 def _contrast(claim, data, models, confidence, n_boot, rng):
@@ -323,7 +323,8 @@ def _contrast(claim, data, models, confidence, n_boot, rng):
     interval = result.confidence_interval
     first, second = claim.groups.names
     detail = f" ({a.size} {first}, {b.size} {second}; {first} minus {second})"
-    return float(a.mean() - b.mean()), float(interval.low), float(interval.high), a.size + b.size, claim.value, detail
+    return (float(a.mean() - b.mean()), float(interval.low), float(interval.high), a.size + b.size, claim.value,
+            detail, None)
 
 
 def _difference_of_means(a, b, axis=-1):
@@ -341,7 +342,7 @@ def _trend(claim, data, models, confidence, n_boot, rng):
     if math.isnan(estimate):
         constant = claim.x if np.ptp(x) == 0 else claim.column
         detail = f" ({constant} is constant: no correlation to measure)"
-        return estimate, math.nan, math.nan, len(both), claim.value, detail
+        return estimate, math.nan, math.nan, len(both), claim.value, detail, None
     picks = rng.integers(0, len(both), size=(n_boot, len(both)))
     boot = correlation(x[picks], y[picks], method=claim.statistic)
     dropped = int(np.isnan(boot).sum())

@@ -33,7 +33,6 @@ def report_text(verdicts, catalogues, matrix_png, description):
     -------
     str
     """
-    # split into short lines (docutils refuses long ones; a data URI's base64 ignores the breaks)
     png = base64.b64encode(Path(matrix_png).read_bytes()).decode()
     lines = readings(verdicts, catalogues)
     out = ["Do the papers' findings hold here?", "=" * 34, "",
@@ -42,6 +41,7 @@ def report_text(verdicts, catalogues, matrix_png, description):
            "when on the other, **inconclusive** when it straddles, **not testable** when the run lacks the",
            "comparison (the table ``results/claims/claims.tsv`` gives each reason). A finding that does not hold",
            "at this scale is a result, not a defect.", "",
+           # the PNG in short lines: docutils refuses long ones, and a data URI's base64 ignores the breaks
            ".. raw:: html", "", '   <img style="width: 100%" alt="verdict matrix" src="data:image/png;base64,',
            *(f"   {png[i:i + 76]}" for i in range(0, len(png), 76)), '   ">', ""]
     for catalogue in catalogues:

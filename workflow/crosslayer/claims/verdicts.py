@@ -54,10 +54,9 @@ def _subjects(claim, data, table_models):
     """``(subject, tables)`` for each verdict the claim gets on this run."""
     if not claim.testable:
         return [(ALL_MODELS, {})]
-    if claim.scope == "group":  # a contrast is named by its groups; a claim across models by its models
-        models = list(table_models.get(claim.table, ()))
-        return [(None if claim.groups else "+".join(models) or ALL_MODELS, data)]
     models = list(table_models.get(claim.table, ()))
+    if claim.scope == "group":  # a contrast is named by its groups; a claim across models by its models
+        return [(None if claim.groups else "+".join(models) or ALL_MODELS, data)]
     if not models:
         return [(ALL_MODELS, {})]  # the engine names the missing table
     info = data.get("models")
