@@ -24,6 +24,7 @@ report: str(Path("results/claims/report.rst").absolute()) if Path("results/claim
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/checkpoints.smk"
+include: "workflow/rules/evaluation.smk"
 include: "workflow/rules/alignment.smk"
 include: "workflow/rules/coupling.smk"
 include: "workflow/rules/continuity.smk"

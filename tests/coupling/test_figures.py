@@ -11,6 +11,7 @@ from rule_outputs import rule_figures
 from crosslayer.coupling.figures import FIGURES, CouplingFigureInputs, load_figure_inputs
 from crosslayer.coupling.figures_models import ALL_MODELS_FIGURES, AllModelsFigureInputs, load_all_models_inputs
 from crosslayer.coupling.measure import METRICS
+from crosslayer.evaluation.tables import heldout_table
 from crosslayer.coupling.regularity import pack_symmetric, unit_step_gram, unit_steps
 from crosslayer.coupling.tables import (
     TOKEN_WISE,
@@ -18,6 +19,7 @@ from crosslayer.coupling.tables import (
     regularity_across_models,
     subset_fits,
     summarize_steps,
+    training_fits,
 )
 
 STEPS = [0, 10, 100]
@@ -265,16 +267,20 @@ def test_prompt_length_places_each_prompt_of_the_last_step(figures, inputs):
 MODELS = ["small", "medium", "large"]
 
 
-def all_models_inputs(*, scores=True):
-    steps, final = {}, {}
+def all_models_inputs(*, scores=True, heldout=True):
+    steps, final, losses = {}, {}, {}
     for k, model in enumerate(MODELS):
-        checkpoints = [synthetic_checkpoint(10 * k + i, token_wise=False) for i in range(2)]
-        steps[model] = summarize_steps(checkpoints, [0, 100], metric=METRIC, window=3)["steps"]
+        checkpoints = [synthetic_checkpoint(10 * k + i, token_wise=False) for i in range(3)]
+        steps[model] = summarize_steps(checkpoints, [0, 10, 100], metric=METRIC, window=3)["steps"]
         final[model] = (steps[model], checkpoints[-1])
+        losses[model] = heldout_table({step: {"loss": 6.0 - k - i, "bits_per_byte": 2.0 - k / 4 - i / 8}
+                                       for i, step in enumerate([0, 10, 100])})
+    losses = losses if heldout else None
     models = across_models(final, scores=dict(zip(MODELS, [30.0, 45.0, 70.0])) if scores else None,
-                           training_tokens=dict(zip(MODELS, [1e9, 3e9, 2e10])))
+                           training_tokens=dict(zip(MODELS, [1e9, 3e9, 2e10])), heldout=losses)
     return AllModelsFigureInputs(steps=steps, models=models, fits=subset_fits(models, {"two": MODELS[:2]}),
-                                 regularity=regularity_across_models(steps, models), metric=METRIC, final_norm=True)
+                                 regularity=regularity_across_models(steps, models), metric=METRIC, final_norm=True,
+                                 training_fits=training_fits(steps, losses), heldout=losses or {})
 
 
 @pytest.fixture(scope="module")
@@ -324,10 +330,32 @@ def test_vs_score_draws_score_against_coupling_with_both_fits(all_figures, all_m
 
 
 def test_vs_score_draws_size_while_no_score_is_set():
-    fig = ALL_MODELS_FIGURES["vs_score"](all_models_inputs(scores=False))
+    inputs = all_models_inputs(scores=False)
+    fig = ALL_MODELS_FIGURES["vs_score"](inputs)
     (ax,) = fig.axes
     assert ax.get_ylabel() == "log10 parameters" and "size instead of score" in fig.get_suptitle()
-    assert np.allclose(ax.collections[0].get_offsets()[:, 1], np.log10([2000, 12000, 22000]))  # n_params
+    assert list(inputs.models.n_params) == [3000, 13000, 23000]
+    assert np.allclose(ax.collections[0].get_offsets()[:, 1], np.log10([3000, 13000, 23000]))
+    plt.close(fig)
+
+
+def test_vs_loss_draws_loss_over_training_and_bits_per_byte_across_models(all_figures, all_models):
+    training, across = all_figures["vs_loss"].axes
+    fits = all_models.training_fits.query("K == 4")
+    labels = [t.get_text() for t in training.get_legend().get_texts()]
+    assert labels == [f"{m} (R² = {fits[fits.model == m].r2.iloc[0]:.2f}, n = 3)" for m in MODELS]
+    for k, model in enumerate(MODELS):
+        part = all_models.steps[model].query("source == 'all' and variant == 'plain' and K == 4")
+        assert np.allclose(training.lines[k].get_xdata(), part.coupling_mean)
+        assert np.allclose(training.lines[k].get_ydata(), all_models.heldout[model].loss)
+    assert np.allclose(across.collections[0].get_offsets(), all_models.models[["coupling_K4", "bits_per_byte"]])
+    fit = all_models.fits.query("subset == 'all' and y == 'bits_per_byte' and K == 4").iloc[0]
+    assert across.get_title().startswith(f"R² = {fit.r2:.2f}") and fit.n == 3
+
+
+def test_vs_loss_says_why_it_is_empty_without_the_evaluation_stage():
+    fig = ALL_MODELS_FIGURES["vs_loss"](all_models_inputs(heldout=False))
+    assert all("evaluation.activate is false" in ax.texts[0].get_text() for ax in fig.axes)
     plt.close(fig)
 
 

@@ -6,6 +6,7 @@ import pytest
 from scipy import stats
 
 from crosslayer.coupling.measure import METRICS
+from crosslayer.evaluation.tables import heldout_table
 from crosslayer.coupling.regularity import (
     expodistance,
     line_shape_score,
@@ -22,6 +23,7 @@ from crosslayer.coupling.tables import (
     regularity_across_models,
     subset_fits,
     summarize_steps,
+    training_fits,
 )
 
 
@@ -100,7 +102,8 @@ def test_fits_match_scipy_linregress():
     models = pd.DataFrame({"model": [f"m{i}" for i in range(n)], "n_params": rng.integers(1e6, 1e9, n),
                            "n_layers": rng.integers(4, 40, n), "d_model": rng.integers(64, 4096, n),
                            "coupling_K10": rng.uniform(-1, 0, n), "score": rng.uniform(20, 70, n),
-                           "training_tokens": [3e11, 2e12, np.nan, 1e12, 1.5e12, 6e12, 3e12]})
+                           "training_tokens": [3e11, 2e12, np.nan, 1e12, 1.5e12, 6e12, 3e12],
+                           "bits_per_byte": rng.uniform(0.7, 1.2, n)})
     fits = fit_table(models)
     tokens = fits.query("y == 'coupling' and x == 'log10_tokens'").iloc[0]  # Fig. 8: unknown tokens are left out
     known = models.training_tokens.notna()
@@ -109,7 +112,8 @@ def test_fits_match_scipy_linregress():
     for y_name, y, x_name, x in [("score", models.score, "coupling", models.coupling_K10),
                                  ("log_score", np.log(models.score), "coupling", models.coupling_K10),
                                  ("coupling", models.coupling_K10, "log10_params", np.log10(models.n_params)),
-                                 ("score", models.score, "d_model", models.d_model)]:
+                                 ("score", models.score, "d_model", models.d_model),
+                                 ("bits_per_byte", models.bits_per_byte, "coupling", models.coupling_K10)]:
         row = fits[(fits.y == y_name) & (fits.x == x_name)].iloc[0]
         ref = stats.linregress(x.astype(float), y.astype(float))
         assert (row.slope, row.intercept, row.r2, row.p) == pytest.approx(
@@ -128,6 +132,36 @@ def test_across_models_takes_each_models_last_step():
     assert table.training_tokens[0] == 3e11 and np.isnan(table.training_tokens[1])
     assert table.coupling_K4[1] == pytest.approx(steps["b"].query("step == 5 and source == 'all' and variant == 'plain' and K == 4")
                                                  .coupling_mean.iloc[0])
+
+
+def test_across_models_takes_the_held_out_loss_of_the_last_step_and_refuses_another():
+    data = {m: synthetic_checkpoint(i) for i, m in enumerate(["a", "b"])}
+    steps = {m: summarize_steps([data[m], data[m]], [0, 5], metric="paper", window=3)["steps"] for m in data}
+    heldout = {m: heldout_table({0: {"loss": 6.0, "bits_per_byte": 3.0}, 5: {"loss": 4.0 + i, "bits_per_byte": 2.0}})
+               for i, m in enumerate(data)}
+    table = across_models({m: (steps[m], data[m]) for m in data}, heldout=heldout)
+    assert list(table.heldout_loss) == [4.0, 5.0] and list(table.bits_per_byte) == [2.0, 2.0]
+    assert list(table.score_source) == ["", ""]
+    heldout["b"] = heldout["b"][heldout["b"].step == 0]
+    with pytest.raises(ValueError, match="held-out table of b has no step 5"):
+        across_models({m: (steps[m], data[m]) for m in data}, heldout=heldout)
+
+
+def test_training_fits_match_scipy_per_model_and_pooled():
+    rng = np.random.default_rng(3)
+    data = {m: [synthetic_checkpoint(10 * i + j) for j in range(4)] for i, m in enumerate(["a", "b"])}
+    steps = {m: summarize_steps(cs, [0, 1, 2, 3], metric="paper", window=3)["steps"] for m, cs in data.items()}
+    heldout = {m: heldout_table({s: {"loss": v} for s, v in zip([0, 1, 2, 3], rng.uniform(3, 6, 4))}) for m in data}
+    fits = training_fits(steps, heldout)
+    assert set(fits.model) == {"a", "b", "all"} and set(fits.K) == {2, 4}
+    points = {m: steps[m].query("source == 'all' and variant == 'plain' and K == 4").merge(heldout[m], on="step")
+              for m in data}
+    for model, part in [("a", points["a"]), ("all", pd.concat(points.values()))]:
+        row = fits[(fits.model == model) & (fits.K == 4)].iloc[0]
+        ref = stats.linregress(part.coupling_mean, part.loss)
+        assert (row.slope, row.r2, row.p) == pytest.approx((ref.slope, ref.rvalue**2, ref.pvalue), rel=1e-9)
+        assert row.n == len(part)
+    assert training_fits(steps, None).empty
 
 
 def test_a_checkpoint_file_without_prompt_sources_is_refused_by_name(tmp_path):

@@ -16,7 +16,7 @@ __all__ = [
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
     "dataset_keys", "DATASETS_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
-    "corpus_params", "samples_params", "mnist_params",
+    "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
 
 
@@ -173,6 +173,9 @@ def dataset_keys(config):
         keys.append("dynamics.samples.source")
     if coupling.get("activate", True) and coupling.get("prompts", {}).get("datasets"):
         keys.append("coupling.prompts.datasets")
+    evaluation = config.get("evaluation", {})
+    if evaluation.get("activate", True) and evaluation.get("heldout", {}).get("source") == "dataset":
+        keys.append("evaluation.heldout.source")
     return keys
 
 
@@ -547,6 +550,12 @@ def corpus_params(corpus):
 def samples_params(samples):
     """prepare_samples's settings of ``dynamics.samples``: the dataset's only for ``source: dataset``."""
     return {key: value for key, value in samples.items() if key != "dataset" or samples["source"] == "dataset"}
+
+
+def heldout_params(heldout):
+    """prepare_heldout's settings of ``evaluation.heldout``: the source, and the dataset's only for
+    ``source: dataset`` (the windows' settings belong to the per-checkpoint jobs)."""
+    return {"source": heldout["source"], **({"dataset": heldout["dataset"]} if heldout["source"] == "dataset" else {})}
 
 
 def mnist_params(data):

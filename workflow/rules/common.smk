@@ -138,7 +138,7 @@ onstart:
     if (keys := cfg.dataset_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         import importlib.util
 
-        readers = {"prepare_corpus", "prepare_samples", "prepare_prompts"}
+        readers = {"prepare_corpus", "prepare_samples", "prepare_prompts", "prepare_heldout"}
         if importlib.util.find_spec("datasets") is None and any(
                 job.rule.name.endswith(tuple(readers)) for job in workflow.dag.needrun_jobs()):
             raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "

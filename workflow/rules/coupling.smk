@@ -78,6 +78,8 @@ rule coupling_across_models:
         steps=expand("results/coupling/{model}/steps.tsv", model=models_for("coupling")),
         npz=get_last_coupling_npz(),
         scores=COUPLING["scores"] or [],
+        heldout=expand("results/evaluation/{model}/heldout.tsv", model=models_for("coupling"))
+        if config["evaluation"]["activate"] else [],
     output:
         models=report(
             "results/coupling/models.tsv",
@@ -87,6 +89,7 @@ rule coupling_across_models:
             labels={"table": "coupling per model"},
         ),
         fits="results/coupling/fits.tsv",
+        training_fits="results/coupling/fits_over_training.tsv",
         regularity="results/coupling/regularity_models.tsv",
     log:
         "logs/coupling_across_models.log",
@@ -132,7 +135,9 @@ rule plot_coupling_models:
         steps=expand("results/coupling/{model}/steps.tsv", model=models_for("coupling")),
         models=rules.coupling_across_models.output.models,
         fits=rules.coupling_across_models.output.fits,
+        training_fits=rules.coupling_across_models.output.training_fits,
         regularity=rules.coupling_across_models.output.regularity,
+        heldout=rules.coupling_across_models.input.heldout,
     output:
         **figure_outputs("coupling", all_models=True),
     log:

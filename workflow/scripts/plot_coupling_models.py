@@ -12,5 +12,7 @@ from crosslayer.plotting import save_figures
 params = snakemake.params
 inputs = load_all_models_inputs(steps=dict(zip(params.models, snakemake.input.steps)), models=snakemake.input.models,
                                 fits=snakemake.input.fits, regularity=snakemake.input.regularity,
-                                metric=params.metric, final_norm=params.final_norm)
+                                metric=params.metric, final_norm=params.final_norm,
+                                training_fits=snakemake.input.training_fits,
+                                heldout=dict(zip(params.models, snakemake.input.heldout)))
 save_figures(ALL_MODELS_FIGURES, inputs, snakemake.output, dpi=params.dpi)

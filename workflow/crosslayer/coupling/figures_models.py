@@ -18,7 +18,7 @@ from crosslayer.plotting import set_step_axis
 
 __all__ = [
     "AllModelsFigureInputs", "load_all_models_inputs", "over_training_all_figure", "vs_score_figure",
-    "regularity_models_figure", "sizes_figure", "per_K_figure", "ALL_MODELS_FIGURES",
+    "vs_loss_figure", "regularity_models_figure", "sizes_figure", "per_K_figure", "ALL_MODELS_FIGURES",
 ]
 
 
@@ -41,6 +41,11 @@ class AllModelsFigureInputs:
         :func:`~crosslayer.coupling.tables.regularity_across_models`.
     metric : str
     final_norm : bool
+    training_fits : pandas.DataFrame
+        :func:`~crosslayer.coupling.tables.training_fits` (empty without the evaluation stage).
+    heldout : dict of str -> pandas.DataFrame
+        Model -> its held-out table (:func:`~crosslayer.evaluation.heldout.heldout_table`); empty
+        without the evaluation stage.
     """
 
     steps: dict
@@ -49,6 +54,8 @@ class AllModelsFigureInputs:
     regularity: pd.DataFrame
     metric: str
     final_norm: bool
+    training_fits: pd.DataFrame = None
+    heldout: dict = None
 
     @property
     def Ks(self):
@@ -61,15 +68,17 @@ class AllModelsFigureInputs:
         return bool(self.models.score.notna().all())
 
 
-def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_norm):
+def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_norm, training_fits=None, heldout=None):
     """Read rule ``plot_coupling_models``'s inputs.
 
     Parameters
     ----------
     steps : mapping of str -> path
         Model -> its ``steps.tsv``.
-    models, fits, regularity : path
-        ``models.tsv``, ``fits.tsv``, ``regularity_models.tsv``.
+    models, fits, regularity, training_fits : path
+        ``models.tsv``, ``fits.tsv``, ``regularity_models.tsv``, ``fits_over_training.tsv``.
+    heldout : mapping of str -> path, optional
+        Model -> its ``heldout.tsv`` (none without the evaluation stage).
     metric, final_norm
         As :class:`AllModelsFigureInputs`.
 
@@ -80,7 +89,9 @@ def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_nor
     return AllModelsFigureInputs(
         steps={model: pd.read_csv(path, sep="\t") for model, path in steps.items()},
         models=pd.read_csv(models, sep="\t"), fits=pd.read_csv(fits, sep="\t"),
-        regularity=pd.read_csv(regularity, sep="\t"), metric=metric, final_norm=final_norm)
+        regularity=pd.read_csv(regularity, sep="\t"), metric=metric, final_norm=final_norm,
+        training_fits=pd.read_csv(training_fits, sep="\t") if training_fits else pd.DataFrame(),
+        heldout={model: pd.read_csv(path, sep="\t") for model, path in (heldout or {}).items()})
 
 
 def _fit_row(inputs, y, x, K=None):
@@ -147,6 +158,43 @@ def vs_score_figure(inputs):
     return fig
 
 
+def vs_loss_figure(inputs):
+    """Held-out loss against coupling: over each model's checkpoints (left, the OLS fit of each model
+    in the legend) and across models at their last checkpoint in bits per byte (right), coupling at
+    the largest K. The performance axis every run has, scores or not."""
+    K = inputs.Ks[-1]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), layout="constrained")
+    if not inputs.heldout:
+        for ax in axes:
+            ax.text(0.5, 0.5, "no held-out loss: evaluation.activate is false", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set_axis_off()
+        return fig
+    fits = inputs.training_fits
+    for i, (model, table) in enumerate(inputs.steps.items()):
+        plain = table.query("source == 'all' and variant == 'plain' and K == @K")[["step", "coupling_mean"]]
+        points = plain.merge(inputs.heldout[model][["step", "loss"]], on="step").sort_values("step")
+        fit = fits[(fits.model == model) & (fits.K == K)]
+        r2 = fit.r2.iloc[0] if len(fit) else np.nan
+        label = model + (f" (R² = {r2:.2f}, n = {int(fit.n.iloc[0])})" if np.isfinite(r2) else "")
+        axes[0].plot(points.coupling_mean, points.loss, "-", color=f"C{i}", alpha=0.5, label=label)
+        axes[0].scatter(points.coupling_mean, points.loss, c=np.log1p(points.step), cmap="viridis",
+                        edgecolors=f"C{i}", zorder=2)
+        for row in points.iloc[[0, -1]].itertuples():
+            axes[0].annotate(f"step {row.step}", (row.coupling_mean, row.loss), fontsize="xx-small",
+                             xytext=(3, 3), textcoords="offset points")
+    axes[0].set(xlabel=f"mean depth-wise coupling (K = {K}, {inputs.metric})", ylabel="held-out loss (nats/token)",
+                title="over training (colour: log step)")
+    axes[0].legend(frameon=False, fontsize="x-small")
+    models = inputs.models
+    plot_fit(axes[1], models[f"coupling_K{K}"], models.bits_per_byte, _fit_row(inputs, "bits_per_byte", "coupling", K),
+             labels=models.model)
+    axes[1].set(xlabel=f"mean depth-wise coupling (K = {K}, {inputs.metric})",
+                ylabel="held-out bits per byte (last checkpoint)")
+    fig.suptitle("Held-out loss against coupling")
+    return fig
+
+
 def regularity_models_figure(inputs):
     """Trajectory regularity (LSS and ED median and IQR), untrained vs trained, every model by size
     (Figs 5 and 25)."""
@@ -200,4 +248,5 @@ ALL_MODELS_FIGURES = {
     "regularity": regularity_models_figure,
     "sizes": sizes_figure,
     "per_K": per_K_figure,
+    "vs_loss": vs_loss_figure,
 }

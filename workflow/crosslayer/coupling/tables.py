@@ -16,7 +16,7 @@ from crosslayer.coupling.regularity import unpack_symmetric, windowed_expodistan
 from crosslayer.npz import load_npz
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
-           "regularity_across_models", "subset_fits", "summarize_steps", "windowed_regularity"]
+           "regularity_across_models", "subset_fits", "summarize_steps", "training_fits", "windowed_regularity"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
@@ -215,9 +215,9 @@ def _nanmedian(x):
     return np.nanmedian(x) if np.isfinite(x).any() else np.nan
 
 
-def across_models(final, *, scores=None, training_tokens=None):
-    """One row per model: its last checkpoint's mean coupling at each K, size, training tokens and
-    score (the paper's Table 1 beside its coupling).
+def across_models(final, *, scores=None, training_tokens=None, heldout=None):
+    """One row per model: its last checkpoint's mean coupling at each K, size, training tokens,
+    score (the paper's Table 1 beside its coupling) and held-out loss.
 
     Parameters
     ----------
@@ -227,6 +227,14 @@ def across_models(final, *, scores=None, training_tokens=None):
         model -> benchmark score.
     training_tokens : dict, optional
         model -> tokens trained on (None: unknown).
+    heldout : dict, optional
+        model -> its held-out table (:func:`crosslayer.evaluation.heldout.heldout_table`); the row of
+        the model's last step gives ``heldout_loss`` and ``bits_per_byte``.
+
+    Raises
+    ------
+    ValueError
+        A held-out table lacks the model's last step (it would pair coupling and loss of two checkpoints).
     """
     rows = []
     for model, (steps, data) in final.items():
@@ -236,8 +244,62 @@ def across_models(final, *, scores=None, training_tokens=None):
         row.update({f"coupling_K{int(r.K)}": r.coupling_mean for r in last.itertuples()})
         row["training_tokens"] = (training_tokens or {}).get(model) or np.nan
         row["score"] = scores[model] if scores else np.nan
+        row["score_source"] = "coupling.scores" if scores else ""
+        row["heldout_loss"] = row["bits_per_byte"] = np.nan
+        if heldout is not None:
+            at = heldout[model][heldout[model].step == row["step"]]
+            if at.empty:
+                raise ValueError(f"the held-out table of {model} has no step {row['step']}, its last coupling step")
+            row["heldout_loss"], row["bits_per_byte"] = float(at.loss.iloc[0]), float(at.bits_per_byte.iloc[0])
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def training_fits(steps, heldout):
+    """OLS of held-out loss on mean coupling over each model's checkpoints (source ``all``, plain
+    prompts), at every K; model ``all`` pools every model's checkpoints. Coupling against loss over
+    training: the embedded default's view of paper 002's coupling-generalization link.
+
+    Parameters
+    ----------
+    steps : dict
+        model -> its ``steps`` table (:func:`summarize_steps`).
+    heldout : dict or None
+        model -> its held-out table (step, loss, ...); None (no evaluation stage): no rows.
+
+    Returns
+    -------
+    DataFrame
+        model, y (``heldout_loss``), x (``coupling``), K, n, slope, intercept, r2, p; NaN statistics
+        with fewer than 3 checkpoints.
+    """
+    columns = ["model", "y", "x", "K", "n", "slope", "intercept", "r2", "p"]
+    if not heldout:
+        return pd.DataFrame(columns=columns)
+    points = []
+    for model, table in steps.items():
+        plain = table.query("source == 'all' and variant == 'plain'")[["step", "K", "coupling_mean"]]
+        points.append(plain.merge(heldout[model][["step", "loss"]], on="step").assign(model=model))
+    points = pd.concat(points, ignore_index=True)
+    rows = []
+    for model, part in [*points.groupby("model", sort=False), ("all", points)]:
+        for K, at in part.groupby("K"):
+            rows.append({"model": model, "y": "heldout_loss", "x": "coupling", "K": int(K),
+                         **_ols(at.loss.to_numpy(float), at.coupling_mean.to_numpy(float))})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _ols(y, x):
+    """n, slope, intercept, R² and the slope's p of ``y ~ x`` (statsmodels) over the finite pairs;
+    NaN statistics with fewer than 3 pairs or a constant x."""
+    import statsmodels.api as sm
+
+    ok = np.isfinite(y) & np.isfinite(x)
+    out = {"n": int(ok.sum()), "slope": np.nan, "intercept": np.nan, "r2": np.nan, "p": np.nan}
+    if ok.sum() >= 3 and np.ptp(x[ok]) > 0:
+        fit = sm.OLS(y[ok], sm.add_constant(x[ok])).fit()
+        out.update(slope=fit.params[1], intercept=fit.params[0], r2=fit.rsquared, p=fit.pvalues[1])
+    return out
 
 
 def regularity_across_models(steps, models):
@@ -283,34 +345,28 @@ def subset_fits(models, subsets=None):
 def fit_table(models):
     """OLS fits across models (statsmodels): score against coupling (linear, and exponential as
     ``log score`` against coupling), parameter count (log10), depth, width and training tokens
-    (log10); coupling against the same. Rows with fewer than 3 models or no score have NaN statistics.
+    (log10); held-out bits per byte against coupling; coupling against the same predictors. Rows
+    with fewer than 3 models or no score have NaN statistics.
 
     Returns
     -------
     DataFrame
         y, x, K, n, slope, intercept, r2, p (of the slope).
     """
-    import statsmodels.api as sm
-
     predictors = {"log10_params": np.log10(models.n_params.astype(float)), "n_layers": models.n_layers.astype(float),
                   "d_model": models.d_model.astype(float),
                   "log10_tokens": np.log10(models.get("training_tokens", pd.Series(np.nan, models.index))
                                            .astype(float))}
     Ks = [int(c.removeprefix("coupling_K")) for c in models.columns if c.startswith("coupling_K")]
     score = models.score.astype(float)
+    bits = models.get("bits_per_byte", pd.Series(np.nan, models.index)).astype(float)
     pairs = []
     for K in Ks:
         coupling = models[f"coupling_K{K}"].astype(float)
-        pairs += [("score", score, "coupling", coupling, K), ("log_score", np.log(score), "coupling", coupling, K)]
+        pairs += [("score", score, "coupling", coupling, K), ("log_score", np.log(score), "coupling", coupling, K),
+                  ("bits_per_byte", bits, "coupling", coupling, K)]
         pairs += [("coupling", coupling, name, x, K) for name, x in predictors.items()]
     pairs += [("score", score, name, x, None) for name, x in predictors.items()]
-    rows = []
-    for y_name, y, x_name, x, K in pairs:
-        ok = np.isfinite(y) & np.isfinite(x)
-        row = {"y": y_name, "x": x_name, "K": K, "n": int(ok.sum()), "slope": np.nan, "intercept": np.nan,
-               "r2": np.nan, "p": np.nan}
-        if ok.sum() >= 3 and np.ptp(x[ok]) > 0:
-            fit = sm.OLS(y[ok].to_numpy(), sm.add_constant(x[ok].to_numpy())).fit()
-            row.update(slope=fit.params[1], intercept=fit.params[0], r2=fit.rsquared, p=fit.pvalues[1])
-        rows.append(row)
+    rows = [{"y": y_name, "x": x_name, "K": K, **_ols(y.to_numpy(float), x.to_numpy(float))}
+            for y_name, y, x_name, x, K in pairs]
     return pd.DataFrame(rows).astype({"K": "Int64"})  # blank where the fit has no K

@@ -28,12 +28,14 @@ import numpy as np
 
 __all__ = [
     "EOS_TOKEN",
+    "EVAL_FRACTION",
     "PAD_TOKEN",
     "SPECIAL_TOKENS",
     "WIKI_DUMP_NAME",
     "clean_wiki_article",
     "encode_corpus",
     "extract_wikipedia_text",
+    "heldout_texts",
     "iter_wikipedia_articles",
     "read_articles",
     "save_tokenizer",
@@ -41,6 +43,9 @@ __all__ = [
     "wikipedia_dump_path",
     "write_text_blocks",
 ]
+
+#: The last 5 % of the corpus tokens are held out from training (``eval_loss``, the held-out loss).
+EVAL_FRACTION = 0.05
 
 WIKI_DUMP_NAME = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 """File name of the Wikipedia dump in gensim's ``test/test_data`` folder."""
@@ -437,3 +442,22 @@ def encode_corpus(text_path, tokenizer_dir, out_path) -> int:
     with open(out_path, "wb") as handle:  # np.save(path) would append ".npy" to other names
         np.save(handle, array)
     return int(array.size)
+
+
+def heldout_texts(tokenizer_dir, tokens_path, *, fraction=EVAL_FRACTION):
+    """The text of the corpus tokens the training holds out, one document per article (or part).
+
+    Training holds out at least the last `fraction` of the tokens (``crosslayer.models.train``); those
+    are decoded with the corpus's byte-level BPE, which decodes exactly, and split at the EOS tokens
+    that :func:`encode_corpus` puts between articles. The first document is the
+    tail of an article whose start was trained on.
+    """
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokens = np.load(tokens_path)
+    tail = tokens[len(tokens) - int(len(tokens) * fraction):].astype(np.int64)
+    cuts = np.flatnonzero(tail == tokenizer.eos_token_id)
+    parts = np.split(tail, cuts)
+    texts = [tokenizer.decode(part[1:] if i else part) for i, part in enumerate(parts)]  # drop each EOS
+    return [t for t in texts if t.strip()]

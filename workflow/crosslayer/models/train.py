@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from crosslayer.data.corpus import EVAL_FRACTION
 from crosslayer.devices import check_device
 from crosslayer.malloc import retain_freed_memory
 from crosslayer.models.loading import ABLATION_KEY, check_tensors, drop_norms
@@ -57,7 +58,6 @@ ARCHS = ("gpt_neox", "llama")
 HIDDEN_ACT = {"silu": "silu", "relu": "relu", "gelu": "gelu", "none": "linear"}
 """Llama MLP activations of paper 003's ablations -> transformers ``hidden_act`` (none = identity)."""
 
-EVAL_FRACTION = 0.05  # the last 5 % of tokens are held out from training
 LOSS_COLUMNS = ["step", "loss", "lr", "tokens_seen", "eval_loss"]  # no wall time: same config, same bytes
 
 
