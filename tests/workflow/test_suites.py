@@ -131,7 +131,7 @@ def test_continuity_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("continuity_table") == 1
     toy = yaml.safe_load(suite.read_text())["toy"]
     assert len(toy["runs"]) == 11 + 5 + 2  # Table 1, Table 3 (its baseline row included), Fig. 2
-    assert jobs.get("train_toy") == 3 * len(toy["runs"]) and jobs.get("prepare_mnist") == 1
+    assert jobs.get("train_toy") == len(toy["runs"]) and jobs.get("prepare_mnist") == 1
     # section 5: four activations and the two failure controls, on WikiText-103 with GPT-2's tokenizer
     assert jobs.get("train_ablation") == jobs.get("ablation_continuity") == 6 and jobs.get("prepare_corpus") == 1
     trainings = [block for block in output.split("\nrule ")[1:] if block.startswith("train_ablation:")]

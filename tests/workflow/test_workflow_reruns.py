@@ -143,10 +143,10 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
                     **DOWNSTREAM, "all": 1}
 
 
-def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):
+def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):  # one job per run, its 2 seeds in turn
     change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
     jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
-    assert jobs == {"train_toy": 4, "summarize_toy": 1, "plot_toy": 1, "claims": 1, "all": 1}
+    assert jobs == {"train_toy": 2, "summarize_toy": 1, "plot_toy": 1, "claims": 1, "all": 1}
 
 
 def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):

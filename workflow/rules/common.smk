@@ -361,8 +361,8 @@ def get_across_papers_inputs(wildcards):
 
 
 def get_toy_settings(wildcards):
-    """One toy job's ToyConfig fields: the toy block's settings with its run's changes, and its seed."""
-    return cfg.toy_settings(config, wildcards.run) | {"seed": int(wildcards.seed)}
+    """One toy job's ToyConfig fields but the seed: the toy block's settings with its run's changes."""
+    return cfg.toy_settings(config, wildcards.run)
 
 
 def get_ablation_params(wildcards):

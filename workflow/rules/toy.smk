@@ -1,4 +1,5 @@
-# The toy residual-MLP ablations of paper 003 (section 4) on real MNIST: one job per run and seed.
+# The toy residual-MLP ablations of paper 003 (section 4) on real MNIST: one job per run, its seeds in
+# turn (a toy seed trains in about a second: one process each would spend most of its time starting).
 TOY = config["toy"]
 TOY_RUNS = list(TOY["runs"])
 
@@ -29,17 +30,18 @@ rule train_toy:
     input:
         data=rules.prepare_mnist.output.npz,
     output:
-        epochs="results/toy/{run}/seed{seed}.epochs.tsv",
-        status="results/toy/{run}/seed{seed}.status.json",
+        epochs=expand("results/toy/{{run}}/seed{seed}.epochs.tsv", seed=TOY["seeds"]),
+        status=expand("results/toy/{{run}}/seed{seed}.status.json", seed=TOY["seeds"]),
     log:
-        "logs/train_toy/{run}/seed{seed}.log",
+        "logs/train_toy/{run}.log",
     benchmark:
-        "benchmarks/train_toy/{run}/seed{seed}.tsv"
+        "benchmarks/train_toy/{run}.tsv"
     conda:
         "../../envs/toy.yaml"
     threads: TOY["threads"]
     params:
         settings=get_toy_settings,
+        seeds=TOY["seeds"],
         erank_power=TOY["erank_power"],
     script:
         "../scripts/train_toy.py"

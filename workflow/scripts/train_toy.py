@@ -14,12 +14,13 @@ from tqdm import tqdm
 from crosslayer.continuity.toy import ToyConfig, as_tensors, train_toy
 from crosslayer.npz import load_npz
 
-run, settings = snakemake.wildcards.run, snakemake.params.settings
-config = ToyConfig(**settings)
-records, status, _ = train_toy(config, as_tensors(load_npz(snakemake.input.data)),
-                               erank_power=snakemake.params.erank_power,
-                               progress=lambda epochs: tqdm(epochs, desc=f"{run} seed {config.seed}", unit="epoch"))
-pd.DataFrame(records).to_csv(snakemake.output.epochs, sep="\t", index=False)
-with open(snakemake.output.status, "w") as f:
-    json.dump({"run": run, **settings, "ema_betas": list(config.ema_betas), **status,
-               "epochs_done": records[-1]["epoch"]}, f, indent=1)  # no timings: the bytes are reproducible
+run, data = snakemake.wildcards.run, as_tensors(load_npz(snakemake.input.data))
+for seed, epochs_path, status_path in zip(snakemake.params.seeds, snakemake.output.epochs, snakemake.output.status):
+    settings = {**snakemake.params.settings, "seed": seed}
+    config = ToyConfig(**settings)
+    records, status, _ = train_toy(config, data, erank_power=snakemake.params.erank_power,
+                                   progress=lambda epochs: tqdm(epochs, desc=f"{run} seed {seed}", unit="epoch"))
+    pd.DataFrame(records).to_csv(epochs_path, sep="\t", index=False)
+    with open(status_path, "w") as f:
+        json.dump({"run": run, **settings, "ema_betas": list(config.ema_betas), **status,
+                   "epochs_done": records[-1]["epoch"]}, f, indent=1)  # no timings: the bytes are reproducible
