@@ -18,9 +18,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# The extras the target needs: the tests also exercise the dataset sources (pyproject.toml).
+# The extras the target needs: the tests also exercise the dataset sources and the benchmarks (pyproject.toml).
 EXTRAS ?=
-test test-fast: EXTRAS = [test,datasets]
+test test-fast: EXTRAS = [test,datasets,eval]
 
 # uv resolves and installs the other ~100 packages in about 16 s where pip takes about 40 s; pip
 # stays the fallback (and installs torch, so a site's pip configuration picks the build).

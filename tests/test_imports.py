@@ -109,7 +109,7 @@ def test_function_lengths_leave_out_the_docstring(tmp_path):
 # job that does not use it should not pay for it (transformers alone takes seconds; registration,
 # tables and figures never load a model).
 LAZY = {"transformers", "safetensors", "tokenizers", "datasets", "gensim", "torchvision", "torch", "scipy",
-        "pandas", "statsmodels", "matplotlib"}
+        "pandas", "statsmodels", "matplotlib", "lm_eval"}
 # Library modules that import torch: the claims readers' models table reads an architecture through
 # its adapter, and the workflow lists the readers' files while building every DAG.
 LAZY_LOCAL = {"crosslayer.models.adapters"}

@@ -15,7 +15,7 @@ __all__ = [
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
-    "dataset_keys", "DATASETS_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
+    "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
     "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
 
@@ -158,6 +158,9 @@ def ablation_settings(config, run):
     return {**config.get("train", {}), **block["train"], **switches, "save_steps": save_steps}
 
 
+#: How to install the optional harness that ``benchmarks`` needs.
+EVAL_EXTRA = "pip install -e '.[eval]' in the clone (or 'crosslayer[eval]'; make test installs it)"
+
 #: How to install the optional ``datasets`` package that the dataset sources need.
 DATASETS_EXTRA = "pip install -e '.[datasets]' in the clone (or 'crosslayer[datasets]'; make test installs it)"
 
@@ -293,8 +296,9 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
                 raise ValueError(f"coupling.fit_subsets.{name}: {unknown} are not models of the coupling stage")
         if coupling["window"] % 2 == 0:
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
-        if coupling["scores"]:
-            read_scores(coupling["scores"], models=config["models"])
+        if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
+            read_scores(coupling["scores"], models=config["models"],
+                        complete=not config.get("benchmarks", {}).get("activate", False))
         _check_prompt_length(coupling)
         _check_cot_sources(coupling.get("prompts", {}))
         _check_context(config, contexts)
@@ -502,9 +506,9 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")
 
 
-def read_scores(path, *, models):
-    """``{model: score}`` from a benchmark CSV with columns ``model`` and ``score``; every model in
-    `models` must have a finite numeric score (other rows are ignored)."""
+def read_scores(path, *, models, complete=True):
+    """``{model: score}`` from a benchmark CSV with columns ``model`` and ``score``: the finite numeric
+    score of each model in `models` it has (other rows are ignored), and, when `complete`, of every one."""
     try:
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
@@ -524,9 +528,9 @@ def read_scores(path, *, models):
                                  f"{row['model']!r} is not a number")
             scores[row["model"]] = value
     missing = [m for m in models if m not in scores]
-    if missing:
+    if missing and complete:
         raise ValueError(f"coupling.scores: {path} has no score for model(s) {missing}; add a row per configured "
-                         "model (column model holds the id used under models:)")
+                         "model (column model holds the id used under models:), or turn on benchmarks to score them")
     return scores
 
 

@@ -151,6 +151,8 @@ STAGES = (
           all_model_figures=(Figure("baseline_ratios", "across_baseline_ratios"),)),
     Stage("evaluation", None, "held-out loss of every checkpoint", "Evaluation", models="all", device=True,
           tables=("results/evaluation/{model}/heldout.tsv",)),
+    Stage("benchmarks", None, "benchmark scores with lm-evaluation-harness", "Evaluation", models="all", device=True,
+          tables=("results/evaluation/{model}/scores.tsv",)),
     Stage("claims", None, "each paper's findings as verdicts per claim and model", "Claims", models="all",
           summaries=("results/claims/claims.tsv", "results/claims/published.tsv", "results/claims/report.rst"),
           all_model_figures=(Figure("verdicts", "claims_verdicts", path="results/figures/claims/verdicts"),)),

@@ -143,6 +143,14 @@ onstart:
                 job.rule.name.endswith(tuple(readers)) for job in workflow.dag.needrun_jobs()):
             raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "
                                 f"the optional package 'datasets': {cfg.DATASETS_EXTRA}")
+    # Likewise the benchmarks' harness (lm-eval), in the evaluate jobs.
+    if config["benchmarks"]["activate"] and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
+        import importlib.util
+
+        if importlib.util.find_spec("lm_eval") is None and any(
+                job.rule.name.endswith("evaluate") for job in workflow.dag.needrun_jobs()):
+            raise WorkflowError(f"Invalid config: benchmarks.activate asks for EleutherAI's lm-evaluation-harness, "
+                                f"which is not installed: {cfg.EVAL_EXTRA}")
     # Likewise torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
     if (keys := cfg.torchvision_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         import importlib.util
@@ -267,6 +275,17 @@ def every_step(pattern):
         return expand(pattern, model=wildcards.model, step=get_steps(wildcards.model))
 
     return files
+
+
+def scored_steps(model):
+    """The steps whose benchmark scores a model's summary gathers (``benchmarks.steps``)."""
+    steps = get_steps(model)
+    return steps if config["benchmarks"]["steps"] == "all" else [max(steps)]
+
+
+def get_scored_steps(pattern):
+    """Input function: `pattern` (with {model} and {step}) for every scored step of the job's model."""
+    return lambda wildcards: expand(pattern, model=wildcards.model, step=scored_steps(wildcards.model))
 
 
 def figure_outputs(name, *, all_models=False):

@@ -80,6 +80,8 @@ rule coupling_across_models:
         scores=COUPLING["scores"] or [],
         heldout=expand("results/evaluation/{model}/heldout.tsv", model=models_for("coupling"))
         if config["evaluation"]["activate"] else [],
+        benchmarks=expand("results/evaluation/{model}/scores.tsv", model=models_for("coupling"))
+        if config["benchmarks"]["activate"] else [],
     output:
         models=report(
             "results/coupling/models.tsv",
@@ -101,6 +103,7 @@ rule coupling_across_models:
         models=models_for("coupling"),
         training_tokens={m: MODELS[m].get("training_tokens") for m in models_for("coupling")},
         subsets=COUPLING["fit_subsets"],
+        tasks=[task["task"] for task in config["benchmarks"]["tasks"]],
     script:
         "../scripts/coupling_across_models.py"
 

@@ -1,8 +1,9 @@
 # How well each checkpoint models language: a fixed held-out text set -> per checkpoint loss,
-# perplexity and bits per byte -> per model over training. The performance axis of paper 002's
-# generalization fits where no benchmark scores are given.
+# perplexity and bits per byte -> per model over training; optionally benchmark scores with
+# lm-evaluation-harness. The performance axis of paper 002's generalization fits.
 EVALUATION = config["evaluation"]
 HELDOUT = EVALUATION["heldout"]
+BENCHMARKS = config["benchmarks"]
 
 
 # Hub datasets need the internet, so the text set is prepared where Snakemake runs, never on a node.
@@ -68,3 +69,55 @@ rule summarize_heldout:
         steps=get_model_steps,
     script:
         "../scripts/summarize_heldout.py"
+
+
+rule evaluate:
+    input:
+        manifest="results/checkpoints/{model}/step{step}.json",
+        tasks=BENCHMARKS["include_path"] or [],
+    output:
+        table=report(
+            "results/evaluation/{model}/step{step}.tsv",
+            caption="../report/evaluation_scores.rst",
+            category="Evaluation",
+            subcategory="{model}",
+            labels={"model": "{model}", "step": "{step}", "table": "benchmark scores"},
+        ),
+    log:
+        "logs/evaluate/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/evaluate/{model}/step{step}.tsv"
+    conda:
+        "../../envs/evaluate.yaml"
+    threads: BENCHMARKS["threads"]
+    resources:
+        gpu=get_gpu_request(BENCHMARKS["device"]),
+    params:
+        tasks=BENCHMARKS["tasks"],
+        limit=BENCHMARKS["limit"],
+        builtin=BENCHMARKS["builtin"],
+    script:
+        "../scripts/evaluate.py"
+
+
+rule summarize_scores:
+    input:
+        tables=get_scored_steps("results/evaluation/{model}/step{step}.tsv"),
+    output:
+        table=report(
+            "results/evaluation/{model}/scores.tsv",
+            caption="../report/evaluation_scores_model.rst",
+            category="Evaluation",
+            subcategory="{model}",
+            labels={"model": "{model}", "table": "benchmark scores"},
+        ),
+    log:
+        "logs/summarize_scores/{model}.log",
+    benchmark:
+        "benchmarks/summarize_scores/{model}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        steps=lambda wildcards: scored_steps(wildcards.model),
+    script:
+        "../scripts/summarize_scores.py"

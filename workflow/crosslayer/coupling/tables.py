@@ -215,7 +215,7 @@ def _nanmedian(x):
     return np.nanmedian(x) if np.isfinite(x).any() else np.nan
 
 
-def across_models(final, *, scores=None, training_tokens=None, heldout=None):
+def across_models(final, *, scores=None, sources=None, training_tokens=None, heldout=None):
     """One row per model: its last checkpoint's mean coupling at each K, size, training tokens,
     score (the paper's Table 1 beside its coupling) and held-out loss.
 
@@ -225,6 +225,8 @@ def across_models(final, *, scores=None, training_tokens=None, heldout=None):
         model -> (steps table of :func:`summarize_steps`, checkpoint dict of the last step).
     scores : dict, optional
         model -> benchmark score.
+    sources : dict, optional
+        model -> where its score came from (``coupling.scores`` unless given).
     training_tokens : dict, optional
         model -> tokens trained on (None: unknown).
     heldout : dict, optional
@@ -244,7 +246,7 @@ def across_models(final, *, scores=None, training_tokens=None, heldout=None):
         row.update({f"coupling_K{int(r.K)}": r.coupling_mean for r in last.itertuples()})
         row["training_tokens"] = (training_tokens or {}).get(model) or np.nan
         row["score"] = scores[model] if scores else np.nan
-        row["score_source"] = "coupling.scores" if scores else ""
+        row["score_source"] = (sources or {}).get(model, "coupling.scores") if scores else ""
         row["heldout_loss"] = row["bits_per_byte"] = np.nan
         if heldout is not None:
             at = heldout[model][heldout[model].step == row["step"]]
