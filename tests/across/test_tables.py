@@ -9,6 +9,7 @@ import scipy.stats
 
 from crosslayer.across.catalog import Measure
 from crosslayer.across.tables import across_models, boundary_table, correlations, emergence, emergence_order
+from crosslayer.evaluation.tables import heldout_table
 
 
 # -- tables ---------------------------------------------------------------------------------------------
@@ -86,3 +87,12 @@ def test_across_models_takes_each_models_last_step_depth_mean_ratio():
     assert table.loc["a", "rising"] == pytest.approx(last["rising"].mean() / 0.2)
     assert table.loc["a", "flat"] == pytest.approx(-0.9 / last["flat"].mean())
     assert np.isnan(table.loc["b", "flat"]) and np.isnan(table.loc["a", "absent"])
+    assert np.isnan(table.loc["a", "heldout_loss"])  # no evaluation stage
+
+
+def test_across_models_takes_the_held_out_loss_of_the_last_step():
+    rng = np.random.default_rng(6)
+    a = boundary_table(planted_values([0, 10], 4, [10] * 4, rng), MEASURES)
+    heldout = {"a": heldout_table({0: {"loss": 5.0, "bits_per_byte": 2.5}, 10: {"loss": 4.0, "bits_per_byte": 2.0}})}
+    row = across_models({"a": a}, MEASURES, heldout).iloc[0]
+    assert (row.heldout_loss, row.bits_per_byte) == (4.0, 2.0)

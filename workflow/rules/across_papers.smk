@@ -43,6 +43,8 @@ rule across_papers_models:
     input:
         boundaries=expand("results/across_papers/{model}/boundaries.tsv", model=MODELS),
         measures=expand("results/across_papers/{model}/measures.tsv", model=MODELS),
+        heldout=expand("results/evaluation/{model}/heldout.tsv", model=MODELS)
+        if config["evaluation"]["activate"] else [],
     output:
         models=report(
             "results/across_papers/models.tsv",

@@ -161,8 +161,9 @@ def emergence_order(table, *, n_permutations=10000, seed=0):
     return pd.DataFrame(rows, columns=columns)
 
 
-def across_models(tables, measures):
-    """Each model's last checkpoint: every measure's depth mean as a ratio to its baseline's.
+def across_models(tables, measures, heldout=None):
+    """Each model's last checkpoint: its held-out loss and every measure's depth mean as a ratio to
+    its baseline's.
 
     Parameters
     ----------
@@ -170,21 +171,28 @@ def across_models(tables, measures):
         ``{model: boundary_table}``.
     measures : sequence of Measure
         Every measure of any model, in column order (a model without one has NaN).
+    heldout : dict, optional
+        ``{model: held-out table}`` (step, loss, bits_per_byte); without it (no evaluation stage) NaN.
 
     Returns
     -------
     pandas.DataFrame
-        ``model``, ``step``, ``n_boundaries``, then one column per measure: mean over boundaries of
-        the value over mean of the baseline (baseline over value for a distance).
+        ``model``, ``step``, ``n_boundaries``, ``heldout_loss``, ``bits_per_byte`` (at that step),
+        then one column per measure: mean over boundaries of the value over mean of the baseline
+        (baseline over value for a distance).
     """
     rows = []
     for model, table in tables.items():
         last = table[table["step"] == table["step"].max()]
         row = {"model": model, "step": int(last["step"].iloc[0]), "n_boundaries": len(last)}
+        at = heldout[model][heldout[model].step == row["step"]] if heldout else pd.DataFrame()
+        row["heldout_loss"], row["bits_per_byte"] = (at.loss.iloc[0], at.bits_per_byte.iloc[0]) if len(at) else (
+            np.nan, np.nan)
         for m in measures:
             if m.name in last:
                 row[m.name] = _ratio(last[m.name].mean(), last[f"{m.name}.baseline"].mean(), m.distance)
             else:
                 row[m.name] = np.nan
         rows.append(row)
-    return pd.DataFrame(rows, columns=["model", "step", "n_boundaries", *[m.name for m in measures]])
+    return pd.DataFrame(rows, columns=["model", "step", "n_boundaries", "heldout_loss", "bits_per_byte",
+                                       *[m.name for m in measures]])
