@@ -4,6 +4,7 @@ without Snakemake from synthetic checkpoints and the library's own tables."""
 import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from figure_checks import drawn, panels
 from rule_outputs import rule_figures
@@ -357,6 +358,23 @@ def test_vs_loss_says_why_it_is_empty_without_the_evaluation_stage():
     fig = ALL_MODELS_FIGURES["vs_loss"](all_models_inputs(heldout=False))
     assert all("evaluation.activate is false" in ax.texts[0].get_text() for ax in fig.axes)
     plt.close(fig)
+
+
+def test_gsm8k_draws_gsm8k_against_the_average_of_the_last_step():
+    import dataclasses
+
+    def scores(step, gsm, average):
+        return pd.DataFrame({"step": step, "task": ["gsm8k", "arc", "average"], "value": [gsm, 0.5, average]})
+
+    tables = {m: pd.concat([scores(0, 0.0, 0.1), scores(100, 0.1 * k, 0.3 + 0.1 * k)]) for k, m in enumerate(MODELS)}
+    fig = ALL_MODELS_FIGURES["gsm8k"](dataclasses.replace(all_models_inputs(), benchmarks=tables))
+    (ax,) = fig.axes
+    assert np.allclose(ax.collections[0].get_offsets(), [[0.3, 0.0], [0.4, 0.1], [0.5, 0.2]])
+    assert ax.get_title() == "Pearson r = 1.00, n = 3" and [t.get_text() for t in ax.texts] == MODELS
+    plt.close(fig)
+    empty = ALL_MODELS_FIGURES["gsm8k"](all_models_inputs())
+    assert "no GSM8K scores" in empty.axes[0].texts[0].get_text()
+    plt.close(empty)
 
 
 def test_regularity_models_puts_untrained_beside_trained_per_model(all_figures, all_models):

@@ -116,7 +116,7 @@ STAGES = (
           summaries=("results/coupling/fits.tsv",),
           figures=_figures("coupling", "depthwise", "tokenwise", "over_training", "regularity", "norms", "pca",
                            "profile", "graph", "cot", "fixed_depths", "singular_values", "prompt_length"),
-          all_model_figures=_figures("coupling", "over_training", "vs_score", "regularity", "sizes", "per_K", "vs_loss",
+          all_model_figures=_figures("coupling", "over_training", "vs_score", "regularity", "sizes", "per_K", "vs_loss", "gsm8k",
                                      captions={"over_training": "coupling_over_training_all",
                                                "regularity": "coupling_regularity_models"})),
     Stage("continuity", "003", "continuity of adjacent layers' principal singular vectors", "Continuity",

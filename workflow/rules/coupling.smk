@@ -141,6 +141,7 @@ rule plot_coupling_models:
         training_fits=rules.coupling_across_models.output.training_fits,
         regularity=rules.coupling_across_models.output.regularity,
         heldout=rules.coupling_across_models.input.heldout,
+        benchmarks=rules.coupling_across_models.input.benchmarks,
     output:
         **figure_outputs("coupling", all_models=True),
     log:

@@ -14,5 +14,6 @@ inputs = load_all_models_inputs(steps=dict(zip(params.models, snakemake.input.st
                                 fits=snakemake.input.fits, regularity=snakemake.input.regularity,
                                 metric=params.metric, final_norm=params.final_norm,
                                 training_fits=snakemake.input.training_fits,
-                                heldout=dict(zip(params.models, snakemake.input.heldout)))
+                                heldout=dict(zip(params.models, snakemake.input.heldout)),
+                                benchmarks=dict(zip(params.models, snakemake.input.benchmarks)))
 save_figures(ALL_MODELS_FIGURES, inputs, snakemake.output, dpi=params.dpi)

@@ -18,7 +18,7 @@ from crosslayer.plotting import set_step_axis
 
 __all__ = [
     "AllModelsFigureInputs", "load_all_models_inputs", "over_training_all_figure", "vs_score_figure",
-    "vs_loss_figure", "regularity_models_figure", "sizes_figure", "per_K_figure", "ALL_MODELS_FIGURES",
+    "vs_loss_figure", "gsm8k_figure", "regularity_models_figure", "sizes_figure", "per_K_figure", "ALL_MODELS_FIGURES",
 ]
 
 
@@ -46,6 +46,9 @@ class AllModelsFigureInputs:
     heldout : dict of str -> pandas.DataFrame
         Model -> its held-out table (:func:`~crosslayer.evaluation.heldout.heldout_table`); empty
         without the evaluation stage.
+    benchmarks : dict of str -> pandas.DataFrame
+        Model -> its benchmark scores (:func:`~crosslayer.evaluation.tables.scores_table`); empty
+        without the benchmarks stage.
     """
 
     steps: dict
@@ -56,6 +59,7 @@ class AllModelsFigureInputs:
     final_norm: bool
     training_fits: pd.DataFrame = None
     heldout: dict = None
+    benchmarks: dict = None
 
     @property
     def Ks(self):
@@ -68,7 +72,8 @@ class AllModelsFigureInputs:
         return bool(self.models.score.notna().all())
 
 
-def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_norm, training_fits=None, heldout=None):
+def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_norm, training_fits=None, heldout=None,
+                           benchmarks=None):
     """Read rule ``plot_coupling_models``'s inputs.
 
     Parameters
@@ -77,8 +82,8 @@ def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_nor
         Model -> its ``steps.tsv``.
     models, fits, regularity, training_fits : path
         ``models.tsv``, ``fits.tsv``, ``regularity_models.tsv``, ``fits_over_training.tsv``.
-    heldout : mapping of str -> path, optional
-        Model -> its ``heldout.tsv`` (none without the evaluation stage).
+    heldout, benchmarks : mapping of str -> path, optional
+        Model -> its ``heldout.tsv`` / ``scores.tsv`` (none without the evaluation / benchmarks stage).
     metric, final_norm
         As :class:`AllModelsFigureInputs`.
 
@@ -91,7 +96,8 @@ def load_all_models_inputs(*, steps, models, fits, regularity, metric, final_nor
         models=pd.read_csv(models, sep="\t"), fits=pd.read_csv(fits, sep="\t"),
         regularity=pd.read_csv(regularity, sep="\t"), metric=metric, final_norm=final_norm,
         training_fits=pd.read_csv(training_fits, sep="\t") if training_fits else pd.DataFrame(),
-        heldout={model: pd.read_csv(path, sep="\t") for model, path in (heldout or {}).items()})
+        heldout={model: pd.read_csv(path, sep="\t") for model, path in (heldout or {}).items()},
+        benchmarks={model: pd.read_csv(path, sep="\t") for model, path in (benchmarks or {}).items()})
 
 
 def _fit_row(inputs, y, x, K=None):
@@ -195,6 +201,29 @@ def vs_loss_figure(inputs):
     return fig
 
 
+def gsm8k_figure(inputs):
+    """GSM8K against the benchmark average across models, each at its last checkpoint (Fig. 31), from
+    the benchmarks stage's per-task scores; a note where no model has a GSM8K score."""
+    fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
+    points = []
+    for model, table in (inputs.benchmarks or {}).items():
+        last = table[table.step == table.step.max()].set_index("task")
+        if "gsm8k" in last.index:
+            points.append((model, last.value["average"], last.value["gsm8k"]))
+    if not points:
+        ax.text(0.5, 0.5, "no GSM8K scores: turn on benchmarks with gsm8k among its tasks", ha="center",
+                va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
+    names, average, gsm8k = zip(*points)
+    plot_fit(ax, average, gsm8k, None, labels=names)
+    r = np.corrcoef(average, gsm8k)[0, 1] if len(points) >= 3 else np.nan
+    ax.set(xlabel="benchmark average (lm-eval)", ylabel="GSM8K (exact match)",
+           title=f"Pearson r = {r:.2f}, n = {len(points)}" if np.isfinite(r) else f"n = {len(points)} (r needs 3)")
+    fig.suptitle("GSM8K against the benchmark average, last checkpoints")
+    return fig
+
+
 def regularity_models_figure(inputs):
     """Trajectory regularity (LSS and ED median and IQR), untrained vs trained, every model by size
     (Figs 5 and 25)."""
@@ -249,4 +278,5 @@ ALL_MODELS_FIGURES = {
     "sizes": sizes_figure,
     "per_K": per_K_figure,
     "vs_loss": vs_loss_figure,
+    "gsm8k": gsm8k_figure,
 }
