@@ -13,6 +13,6 @@ STATEMENTS = {
     "002-exponential-growth-emerges": ("change", "<"),  # "exponential growth that emerges with training": ED falls
     "002-coupling-performance": ("trend", ">"),  # "a positive correlation between coupling and ... scores"
     "002-coupling-beats-size": None,
-    "002-parallels-accuracy": None,
+    "002-parallels-accuracy": ("trend", "<"),  # coupling's growth "parallels the ... increase in accuracy": loss falls
     "002-vit-stochastic-depth": None,
 }

@@ -17,6 +17,7 @@ from crosslayer.claims.engine import evaluate
 from crosslayer.claims.readers import read_tables, reader
 from crosslayer.coupling.checkpoint import CouplingSettings, measure_checkpoint
 from crosslayer.coupling.tables import across_models, load_checkpoint, summarize_steps
+from crosslayer.evaluation.tables import heldout_table
 
 CATALOGUE = load_catalogue("002")
 STEPS = (0, 5)
@@ -54,6 +55,10 @@ def run(tmp_path_factory):
     final = {MODEL: (tables["steps"], checkpoints[-1])}
     across_models(final, scores={MODEL: 42.5}, training_tokens={MODEL: 1e9}).to_csv(
         root / "results/coupling/models.tsv", sep="\t", index=False)
+    heldout = root / f"results/evaluation/{MODEL}/heldout.tsv"  # as summarize_heldout writes it
+    heldout.parent.mkdir(parents=True)
+    heldout_table({0: {"loss": 6.5, "bits_per_byte": 3.1}, 5: {"loss": 5.5, "bits_per_byte": 2.6}}).to_csv(
+        heldout, sep="\t", index=False)
     bare = tmp_path_factory.mktemp("coupling_run_no_scores")
     (bare / "results/coupling").mkdir(parents=True)
     across_models(final, training_tokens={MODEL: None}).to_csv(bare / "results/coupling/models.tsv", sep="\t",
@@ -76,6 +81,7 @@ def test_each_table_has_its_declared_columns_and_files(run, table):
     assert len(frame) and list(frame.columns) == [c for c in CATALOGUE.tables[table].columns if c != "model"]
     spec = reader(table)
     assert spec.stage == "coupling" and all(p.is_file() for p in spec.paths(root, MODEL, STEPS))
+    assert spec.also == (("evaluation",) if table == "coupling/over_training" else ())
 
 
 def test_prompts_are_the_per_prompt_coupling_one_row_per_K(run):
@@ -139,12 +145,22 @@ def test_across_models_is_the_models_row_one_row_per_K(run):
     assert reader("coupling/across_models").read(root, "not-a-model", STEPS).empty
 
 
+def test_over_training_puts_each_checkpoints_held_out_loss_beside_its_coupling(run):
+    root, _ = run
+    frame = read(root, "coupling/over_training")
+    steps = tsv(root, "steps").query("source == 'all' and variant == 'plain'")
+    assert frame[["step", "K"]].values.tolist() == [[0, 2], [0, 4], [5, 2], [5, 4]]
+    assert frame.coupling.tolist() == steps.sort_values(["step", "K"]).coupling_mean.tolist()
+    assert frame.heldout_loss.tolist() == [6.5, 6.5, 5.5, 5.5] and frame.bits_per_byte.tolist()[-1] == 2.6
+
+
 def test_the_claims_are_computed_on_the_stages_files(run):
     root, bare = run
     tables = read_tables(root, {name: {MODEL: STEPS} for name in CATALOGUE.tables})
     for claim in CATALOGUE.claims:
         verdict = evaluate(claim, tables, n_boot=200)
         needs_more = {"002-depth-rises-over-training", "002-linearity-over-training",  # two steps: no trend
+                      "002-parallels-accuracy",
                       "002-coupling-performance"}  # one model
         assert (verdict.verdict == "not testable") == (not claim.testable or claim.id in needs_more), verdict
     performance = CATALOGUE.claim("002-coupling-performance")

@@ -436,6 +436,8 @@ def claims_tables():
         for name in load_catalogue(paper).tables:
             stage_ = stage(reader(name).stage)
             runs = stage_models(stage_)
+            if stage_.models != "none":  # the models every stage the table joins runs on
+                runs = [m for m in runs if all(m in stage_models(stage(s)) for s in reader(name).also)]
             if stage_.models == "none":
                 tables[name] = {stage_.name: []} if runs else {}
             else:

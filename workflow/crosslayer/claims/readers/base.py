@@ -12,12 +12,14 @@ __all__ = ["Reader"]
 
 @dataclass(frozen=True)
 class Reader:
-    """How one catalogue table is read from a run's files (:mod:`crosslayer.claims.readers`)."""
+    """How one catalogue table is read from a run's files (:mod:`crosslayer.claims.readers`): from
+    the models of `stage` that the stages in `also` run on too."""
 
     table: str
     stage: str
     files: tuple[str, ...]
     read: Callable[[Path, str, tuple], pd.DataFrame]
+    also: tuple[str, ...] = ()
 
     def paths(self, root, model, steps):
         """The files this reader reads for `model` (``{step}`` patterns once per step, in order)."""

@@ -1,6 +1,7 @@
 """Paper 002's tables: what the coupling stage writes per model (``summarize_coupling``: prompts.tsv,
 steps.tsv, depthwise.tsv), the token-wise self coupling of each checkpoint's ``.coupling.npz`` in
-long form, and the table over all models (``coupling_across_models``: models.tsv).
+long form, the table over all models (``coupling_across_models``: models.tsv), and coupling beside
+each checkpoint's held-out loss (the evaluation stage's heldout.tsv).
 
 Coupling is the negative mis-coupling in every table, as the stage writes it; the TSVs hold the
 configured ``coupling.metric`` and ``coupling.final_norm`` convention, the npz every metric (a
@@ -17,6 +18,7 @@ from crosslayer.npz import open_npz
 _TSV = "results/coupling/{model}/{name}.tsv"
 _NPZ = "results/coupling/{model}/step{step}.coupling.npz"
 _MODELS = "results/coupling/models.tsv"
+_HELDOUT = "results/evaluation/{model}/heldout.tsv"
 _TRAJECTORY = ("lss_median", "ed_median", "lss_raw_median", "ed_raw_median")
 
 
@@ -90,13 +92,23 @@ def _tokenwise_self(root, model, steps):
 
 def _across_models(root, model, steps):
     """The model's row of models.tsv (its last checkpoint), one row per K. ``score`` only where the
-    run has scores (``coupling.scores``): without them the column is left out, so that a claim on it
+    run has scores (``coupling.scores`` or the benchmarks stage): without them the column is left out, so that a claim on it
     names the missing column rather than finding no value."""
     table = pd.read_csv(root / _MODELS, sep="\t")
     row = table[table.model == model]
     keys = ["step", "n_params", "n_layers", "d_model", "training_tokens", "score"]
     long = _per_k(row, ["model", *keys]).drop(columns="model")
     return long.drop(columns="score") if long["score"].isna().all() else long
+
+
+def _over_training(root, model, steps):
+    """Per checkpoint and K, the mean coupling over plain prompts (steps.tsv, source ``all``) beside
+    the checkpoint's held-out loss and bits per byte (the evaluation stage's heldout.tsv)."""
+    coupling = _tsv(root, model, "steps").query("source == 'all' and variant == 'plain'")
+    heldout = pd.read_csv(root / _HELDOUT.format(model=model), sep="\t")
+    table = coupling[["step", "K", "coupling_mean"]].rename(columns={"coupling_mean": "coupling"}).merge(
+        heldout[["step", "loss", "bits_per_byte"]].rename(columns={"loss": "heldout_loss"}), on="step")
+    return table.sort_values(["step", "K"], kind="stable").reset_index(drop=True)
 
 
 READERS = (
@@ -106,4 +118,6 @@ READERS = (
     Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise),
     Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self),
     Reader("coupling/across_models", "coupling", (_MODELS,), _across_models),
+    Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
+           also=("evaluation",)),
 )
