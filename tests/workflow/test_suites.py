@@ -70,6 +70,8 @@ def test_coupling_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("block_coupling") == downloaded + 12
     assert jobs.get("coupling_across_models") == 1 and jobs.get("prepare_prompts") == 1
     assert jobs.get("plot_coupling") == len(models)
+    assert jobs.get("heldout_loss") == downloaded + 12 and jobs.get("prepare_heldout") == 1  # every checkpoint
+    assert jobs.get("evaluate") == len(models) and jobs.get("summarize_scores") == len(models)  # last checkpoints
     scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
     assert [row.split(",")[0] for row in scores] == list(models)  # the score template names every model
     assert_coverage_planned("Paper 002", output, models, at_least=15)

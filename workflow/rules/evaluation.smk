@@ -96,6 +96,7 @@ rule evaluate:
         tasks=BENCHMARKS["tasks"],
         limit=BENCHMARKS["limit"],
         builtin=BENCHMARKS["builtin"],
+        dtype=BENCHMARKS["dtype"],
     script:
         "../scripts/evaluate.py"
 

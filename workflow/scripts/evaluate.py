@@ -17,8 +17,8 @@ from crosslayer.models.checkpoints import verified_manifest
 
 params = snakemake.params
 settings = BenchmarkSettings(tasks=params.tasks, limit=params.limit, include_path=snakemake.input.tasks or None,
-                             builtin=params.builtin,  # batch_size is speed only: not a param (re-runs nothing)
-                             batch_size=snakemake.config["benchmarks"]["batch_size"])
+                             builtin=params.builtin, dtype=params.dtype,
+                             batch_size=snakemake.config["benchmarks"]["batch_size"])  # speed only: not a param
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 table = evaluate_checkpoint(manifest, settings, device=device)
 for row in table.itertuples():
