@@ -117,6 +117,9 @@ def test_few_shot_groups_and_the_average(checkpoint):
     assert table.shots.iloc[0] == 2 and table.n.iloc[0] == 10
     assert table.value.iloc[1] == table.value.iloc[0] and table.task.iloc[1] == "average"
     assert table.equals(evaluate_checkpoint(manifest, settings))  # the harness's fixed seeds: same scores
+    half = evaluate_checkpoint(manifest, BenchmarkSettings(tasks=spec, limit=10, include_path=str(tasks),
+                                                           builtin=False, dtype="bfloat16"))
+    assert half.n.iloc[0] == 10 and 0 <= half.value.iloc[0] <= 1
     with pytest.raises(CheckpointError, match="model 'm' revision 'step7'.*reports no 'f1,none'.*acc,none"):
         evaluate_checkpoint(manifest, BenchmarkSettings(tasks=[{**spec[0], "metric": "f1,none"}], limit=2,
                                                         include_path=str(tasks), builtin=False))
@@ -129,6 +132,7 @@ def test_settings_refusals_name_the_key():
                           ({"tasks": [{"task": "a", "shots": -1, "metric": "acc,none"}]}, r"tasks\[0\].shots"),
                           ({"tasks": [{"task": "a", "shots": 0, "metric": "m"}] * 2}, "twice"),
                           ({"limit": 0}, "benchmarks.limit"),
+                          ({"dtype": "float16"}, "benchmarks.dtype"),
                           ({"builtin": False}, "include_path is not set")):
         with pytest.raises(ValueError, match=match):
             BenchmarkSettings(**kwargs)
