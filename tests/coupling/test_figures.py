@@ -318,6 +318,18 @@ def test_over_training_all_draws_one_line_per_model_at_the_largest_K(all_figures
     assert coupling.get_ylabel() == f"mean depth-wise coupling (K = 4, {METRIC})"
 
 
+def test_over_training_all_leaves_out_models_with_fewer_than_3_checkpoints():
+    import dataclasses
+
+    inputs = all_models_inputs()
+    twin = inputs.steps["small"][inputs.steps["small"].step.isin([0, 100])]  # a final checkpoint and its twin
+    fig = ALL_MODELS_FIGURES["over_training"](dataclasses.replace(inputs, steps={**inputs.steps, "small": twin}))
+    coupling, lss = fig.axes
+    assert [t.get_text() for t in coupling.get_legend().get_texts()] == MODELS[1:] and len(lss.lines) == 2
+    assert fig.texts[0].get_text().endswith(": small")
+    plt.close(fig)
+
+
 def test_vs_score_draws_score_against_coupling_with_both_fits(all_figures, all_models):
     (ax,) = all_figures["vs_score"].axes
     models = all_models.models

@@ -109,19 +109,25 @@ def _fit_row(inputs, y, x, K=None):
 
 def over_training_all_figure(inputs):
     """Mean coupling at the largest K (Fig. 1b) and the line-shape score (Fig. 27, left) over training,
-    one line per model."""
+    one line per model with at least 3 checkpoints; the others (a final checkpoint beside its
+    untrained twin, whose step 1 is a label) are named below, not drawn as two-point curves."""
     K, raw = inputs.Ks[-1], "" if inputs.final_norm else "_raw"
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5), layout="constrained")
     all_steps = set()
-    for model, table in inputs.steps.items():
+    curves = {m: t for m, t in inputs.steps.items() if t.step.nunique() >= 3}
+    if others := [m for m in inputs.steps if m not in curves]:
+        fig.text(0.5, -0.02, f"not over training (fewer than 3 checkpoints; untrained vs trained: the regularity "
+                 f"figure): {', '.join(others)}", ha="center", va="top", fontsize="small")
+    for model, table in curves.items():
         part = table.query("source == 'all' and variant == 'plain' and K == @K")
         all_steps |= set(part.step)
         axes[0].errorbar(part.step, part.coupling_mean, yerr=part.coupling_sd, marker="o", ms=3, capsize=2,
                          label=model)
         axes[1].plot(part.step, part[f"lss{raw}_median"], marker="o", ms=3, label=model)
     for ax in axes:
-        set_step_axis(ax, sorted(all_steps))
-        ax.legend(frameon=False, fontsize="x-small")
+        if all_steps:
+            set_step_axis(ax, sorted(all_steps))
+            ax.legend(frameon=False, fontsize="x-small")
     axes[0].set(ylabel=f"mean depth-wise coupling (K = {K}, {inputs.metric})",
                 title="coupling (mean ± sd over prompts)")
     axes[1].set(ylabel="line-shape score (median over tokens)", title="trajectory linearity")
