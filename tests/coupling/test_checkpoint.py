@@ -190,11 +190,14 @@ def test_measure_checkpoint_is_block_coupling_of_the_tokenized_prompts(tmp_path)
     direct = block_coupling(model, token_ids, settings)
     for key in direct:
         np.testing.assert_allclose(result[key], direct[key], rtol=1e-5, atol=1e-6, equal_nan=True, err_msg=key)
-    alone = dataclasses.replace(settings, layer_pairs=(), token_wise_prompts=0, pca_prompts=0)
-    example = block_coupling(model, [list(range(60, 64))], alone)["abs_coupling"]
-    np.testing.assert_allclose(result["example_abs_coupling"], example, rtol=1e-5, atol=1e-6)
-    assert list(result)[len(direct):] == ["example_abs_coupling", "example_prompt", "prompt_ids", "variants", "sources",
-                                          "n_tokens", "Ks", "metrics", "layer_pairs", "n_params", "n_layers", "d_model"]
+    alone = dataclasses.replace(settings, layer_pairs=(), token_wise_prompts=0, pca_prompts=1)
+    example = block_coupling(model, [list(range(60, 64))], alone)
+    np.testing.assert_allclose(result["example_abs_coupling"], example["abs_coupling"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(result["example_pca"], example["pca"], rtol=1e-4, atol=1e-5)  # Fig. 12's prompt
+    assert result["example_pca"].shape == (1, 4, 4, 2) and result["example_pca_explained"].shape == (1, 2)
+    assert list(result)[len(direct):] == ["example_abs_coupling", "example_pca", "example_pca_explained",
+                                          "example_prompt", "prompt_ids", "variants", "sources", "n_tokens", "Ks",
+                                          "metrics", "layer_pairs", "n_params", "n_layers", "d_model"]
     assert result["n_tokens"].tolist() == [6, 5, 6] and result["Ks"].tolist() == [3, 8]
     assert result["layer_pairs"].tolist() == [[0, 1]] and (result["n_layers"], result["d_model"]) == (3, 32)
 

@@ -213,6 +213,20 @@ def test_pca_draws_all_shallow_and_deep_states_of_the_first_prompt(figures, inpu
     assert "70% of the variance of X^L, the fit" in panels(fig)[0].get_title()
 
 
+def test_pca_draws_the_papers_prompt_where_the_checkpoints_keep_it(inputs):
+    import dataclasses
+
+    rng = np.random.default_rng(3)
+    example = {step: {**c, "example_pca": rng.normal(size=(1, L + 1, 4, 2)),
+                      "example_pca_explained": np.array([[0.5, 0.25]])} for step, c in inputs.checkpoints.items()}
+    fig = FIGURES["pca"](dataclasses.replace(inputs, checkpoints=example))
+    column = panels(fig)[1::2]
+    last = example[max(example)]["example_pca"][0]
+    assert np.allclose(column[0].collections[0].get_offsets(), last.reshape(-1, 2))
+    assert f'"{inputs.last["example_prompt"]}"' in fig.get_suptitle() and "75% of the variance" in column[0].get_title()
+    plt.close(fig)
+
+
 def test_profile_draws_each_steps_coupling_with_all_other_layers(figures, inputs):
     (ax,) = figures["profile"].axes
     assert len(ax.lines) == len(STEPS) and ax.get_ylabel() == "coupling with all other layers (K = 4)"

@@ -282,7 +282,8 @@ def measure_checkpoint(manifest, settings=CouplingSettings(), *, prompts, device
     -------
     result : dict of ndarray
         The arrays of :func:`block_coupling`; ``example_abs_coupling`` (L, L, min K, min K) and
-        ``example_prompt`` (with `settings.example_prompt`); per prompt ``prompt_ids``, ``variants``,
+        ``example_prompt`` (with `settings.example_prompt`), ``example_pca`` and
+        ``example_pca_explained`` (its Fig. 12 trajectories, when ``pca_prompts`` > 0); per prompt ``prompt_ids``, ``variants``,
         ``sources``, ``n_tokens``; ``Ks``, ``metrics``, ``layer_pairs`` (n_pairs, 2; none without
         token-wise prompts), ``n_params``, ``n_layers``, ``d_model``.
 
@@ -311,10 +312,13 @@ def measure_checkpoint(manifest, settings=CouplingSettings(), *, prompts, device
                                 progress=lambda it: tqdm(it, desc="prompts", unit="prompt"), **memory)
         if settings.example_prompt is not None:  # the paper's Fig. 3: |A| of every layer pair on one prompt
             example = tokenizer(settings.example_prompt)["input_ids"][: settings.max_tokens]
-            alone = replace(settings, token=-1, layer_pairs=(), token_wise_prompts=0, pca_prompts=0)
-            result["example_abs_coupling"] = block_coupling(loaded, [example], alone,
-                                                            prompt_ids=["coupling.example_prompt"],
-                                                            **memory)["abs_coupling"]
+            # and Fig. 12: its trajectories on their top two PCs, when the run keeps any PCA
+            alone = replace(settings, token=-1, layer_pairs=(), token_wise_prompts=0,
+                            pca_prompts=min(settings.pca_prompts, 1))
+            example = block_coupling(loaded, [example], alone, prompt_ids=["coupling.example_prompt"], **memory)
+            result["example_abs_coupling"] = example["abs_coupling"]
+            if settings.pca_prompts:
+                result["example_pca"], result["example_pca_explained"] = example["pca"], example["pca_explained"]
             result["example_prompt"] = np.array(settings.example_prompt)
     return result | {
         "prompt_ids": np.array(prompt_ids),

@@ -268,9 +268,13 @@ def norms_figure(inputs):
 
 
 def pca_figure(inputs):
-    """The first prompt's trajectories on their top two principal components: all, shallow and deep
-    states (Fig. 12), first vs last step."""
-    shown, checkpoints = inputs.shown, inputs.checkpoints
+    """The trajectories of the paper's prompt (``coupling.example_prompt``, "What is the capital of
+    France? The capital is") on their top two principal components, or of the set's first prompt
+    where a checkpoint file has none: all, shallow and deep states (Fig. 12), first vs last step."""
+    shown = inputs.shown
+    example = all("example_pca" in inputs.checkpoints[step] for step in shown)
+    checkpoints = {step: ({"pca": c["example_pca"], "pca_explained": c["example_pca_explained"]} if example else c)
+                   for step, c in inputs.checkpoints.items() if step in shown}
     L = inputs.n_layers
     n_pca = min(len(checkpoints[step]["pca"]) for step in shown)
     fit_states = {"last": "X^L, the fit", "all": "all states, the fit"}[inputs.pca_fit]
@@ -289,8 +293,8 @@ def pca_figure(inputs):
                                      f"{fit_states})", fontsize="small")
         if n_pca:
             fig.colorbar(points, ax=axes[:, col], label="depth", shrink=0.6)
-    prompt = inputs.last["prompt_ids"][0]
-    fig.suptitle(f"{inputs.model}: trajectories of prompt {prompt} on their top two principal components "
+    prompt = f'"{inputs.last["example_prompt"]}"' if example else f'prompt {inputs.last["prompt_ids"][0]}'
+    fig.suptitle(f"{inputs.model}: trajectories of {prompt} on their top two principal components "
                  f"({_x_last(inputs)})")
     return fig
 
