@@ -22,6 +22,22 @@ def test_block_grid_tiles_blocks_with_gaps_and_blanks_missing_cells():
     plt.close(fig)
 
 
+def test_a_grid_one_scale_would_darken_is_drawn_with_a_scale_per_block():
+    import matplotlib.pyplot as plt
+
+    from crosslayer.coupling.plots import needs_block_scales, plot_block_grid
+
+    rng = np.random.default_rng(0)
+    blocks = rng.uniform(0, 1, (3, 3, 4, 4)) * np.eye(4) * 0.1  # faint diagonals...
+    assert not needs_block_scales(blocks)
+    blocks[0, 2] = 5.0  # ...and one bright block: 50 times the median block's maximum
+    assert needs_block_scales(blocks)
+    fig, ax = plt.subplots()
+    canvas = plot_block_grid(ax, blocks, per_block=True).get_array()
+    assert np.allclose(canvas[0:4, 5:9], blocks[0, 1] / blocks[0, 1].max()) and canvas[0:4, 10:14].max() == 1.0
+    plt.close(fig)
+
+
 def test_coupling_graph_draws_every_layer_pair_stronger_where_more_coupled():
     import matplotlib.pyplot as plt
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from crosslayer.coupling.plots import (
     block_window,
+    needs_block_scales,
     plot_block_grid,
     plot_coupling_graph,
     plot_trajectories_2d,
@@ -160,10 +161,12 @@ def depthwise_figure(inputs):
     fig, axes = plt.subplots(2, len(shown), figsize=(5.2 * len(shown), 9.5), layout="constrained", squeeze=False)
     for col, step in enumerate(shown):
         blocks = inputs.checkpoints[step]["example_abs_coupling"][np.ix_(window, window)]
-        image = plot_block_grid(axes[0, col], blocks, labels=(window, window))
-        axes[0, col].set(title=f"step {format_step(step)}: |A| (K = {K_fig}), blocks {window[0]}-{window[-1]}",
+        per_block = needs_block_scales(blocks)  # else a few bright blocks hide the rest, the diagonal too
+        image = plot_block_grid(axes[0, col], blocks, labels=(window, window), per_block=per_block)
+        axes[0, col].set(title=f"step {format_step(step)}: |A| (K = {K_fig}), blocks {window[0]}-{window[-1]}"
+                         + (", each block on its own scale" if per_block else ""),
                          xlabel="basis layer l'", ylabel="Jacobian layer l")
-        fig.colorbar(image, ax=axes[0, col], shrink=0.7)
+        fig.colorbar(image, ax=axes[0, col], shrink=0.7, label="|A| / its block's maximum" if per_block else "|A|")
         mesh = axes[1, col].imshow(np.where(np.eye(L, dtype=bool), np.nan, _coupling_matrix(inputs, step)),
                                    cmap="viridis", vmin=-1, vmax=0)
         axes[1, col].set(title=f"mean coupling (K = {K_main}, {inputs.metric})", xlabel="basis layer l'",

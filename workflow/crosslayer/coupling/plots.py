@@ -7,7 +7,7 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["block_window", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained",
+__all__ = ["BLOCK_SCALE_RATIO", "block_window", "needs_block_scales", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained",
            "plot_trajectories_2d", "plot_variant_profiles"]
 
 
@@ -26,7 +26,20 @@ def block_window(n_layers, first, last):
     return range(start, start + width)
 
 
-def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
+#: A grid whose largest block maximum is this many times its median block maximum is drawn with a
+#: colour scale per block: one scale would leave most blocks (and a trained diagonal) dark.
+BLOCK_SCALE_RATIO = 10.0
+
+
+def needs_block_scales(blocks, *, ratio=BLOCK_SCALE_RATIO):
+    """Whether one colour scale would hide most blocks of `blocks` (``(n, m, k, k)``): the largest
+    block maximum is at least `ratio` times the median block maximum (blank blocks left out)."""
+    peaks = np.nanmax(np.abs(np.asarray(blocks, dtype=float)), axis=(2, 3), initial=0.0).ravel()
+    peaks = peaks[peaks > 0]
+    return bool(peaks.size and peaks.max() >= ratio * np.median(peaks))
+
+
+def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None, per_block=False):
     """A grid of small matrices (e.g. ``|A|`` coupling matrices per layer or token pair), one
     block per cell with a one-pixel gap, as in the paper's Figs 3, 4, 18 and 19.
 
@@ -38,6 +51,9 @@ def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
         Colour limit (default: the 99th percentile of the drawn values).
     labels : (row labels, column labels), optional
         Default: the cell indices.
+    per_block : bool, default=False
+        Divide each block by its own maximum (colour limit 1): the pattern inside every block shows
+        (:func:`needs_block_scales`), not how blocks compare.
 
     Returns
     -------
@@ -45,6 +61,10 @@ def plot_block_grid(ax, blocks, *, vmax=None, cmap="magma", labels=None):
     """
     blocks = np.asarray(blocks, dtype=float)
     n, m, k, _ = blocks.shape
+    if per_block:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            blocks = blocks / np.nanmax(np.abs(blocks), axis=(2, 3), keepdims=True, initial=0.0)
+        vmax = 1.0
     blank = ~np.isfinite(blocks).any(axis=(2, 3)) | (np.nan_to_num(blocks) == 0).all(axis=(2, 3))
     canvas = np.full((n * (k + 1) - 1, m * (k + 1) - 1), np.nan)
     for i in range(n):
