@@ -240,3 +240,20 @@ def test_every_figure_of_a_single_checkpoint_draws_without_a_warning(strict):
         fig = draw(one)
         fig.canvas.draw()
         plt.close(fig)
+
+
+def test_schur_models_overlays_every_models_checkpoints_and_labels_the_last_with_its_recovery():
+    from crosslayer.dynamics.figures import ALL_MODELS_FIGURES, DynamicsModelsInputs
+    from crosslayer.dynamics.funnel import recovery_table
+
+    def table(ranks):
+        return pd.DataFrame([{"construction": "dose", "draw": 0, "alpha": a, "start_layer": 0, "effective_rank": r,
+                              "log_frobenius": 0.0, "mode": "J"} for a, r in zip([0.0, 0.5, 1.0], ranks)])
+
+    schur = {("a", 0): table([10, 10, 10]), ("a", 100): table([30, 20, 12]), ("b", 5): table([8, 6, 4])}
+    fig = ALL_MODELS_FIGURES["schur_models"](DynamicsModelsInputs(recovery=recovery_table(schur), schur=schur))
+    (ax,) = fig.axes
+    assert len(ax.lines) == 3 and [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "a, step 100: 2.50x", "b, step 5: 2.00x"]
+    assert ax.lines[0].get_alpha() < 1 and list(ax.lines[1].get_ydata()) == [30, 20, 12]
+    plt.close(fig)

@@ -73,3 +73,31 @@ def test_rank_drop_by_hand_and_ties_as_scipy():
 def test_funnel_bad_inputs_raise(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --------------------------------------------------------------------------- Fig. 5a's recovery ratios
+
+
+def dose_table(ranks, *, mode="J", start_layer=0):
+    """A schur.tsv's dose rows (``alpha -> rank``) and a control row that must not count."""
+    import pandas as pd
+
+    rows = [{"construction": "dose", "draw": 0, "alpha": a, "start_layer": start_layer, "effective_rank": r,
+             "log_frobenius": 0.0, "mode": mode} for a, r in ranks.items()]
+    rows.append({"construction": "control_a", "draw": 0, "alpha": 0.0, "start_layer": 0, "effective_rank": 999.0,
+                 "log_frobenius": 0.0, "mode": mode})
+    return pd.DataFrame(rows)
+
+
+def test_recovery_is_the_rank_without_the_non_normal_part_over_the_trained_rank():
+    import pandas as pd
+
+    from crosslayer.dynamics.funnel import recovery_table
+
+    table = pd.concat([dose_table({0.0: 30.0, 0.5: 20.0, 1.0: 12.0, 1.5: 9.0}),
+                       dose_table({0.0: 31.0, 1.0: 31.0}, mode="J - I"),
+                       dose_table({0.0: 1.0, 1.0: 2.0}, start_layer=3)])  # another start layer: not Fig. 5a's
+    out = recovery_table({("m", 10): table, ("n", 0): dose_table({0.25: 5.0, 1.0: 4.0})})
+    assert out[["model", "step", "mode"]].values.tolist() == [["m", 10, "J"], ["m", 10, "J - I"], ["n", 0, "J"]]
+    assert out.recovery.tolist()[:2] == [2.5, 1.0] and out.rank_at_alpha_max.tolist()[0] == 9.0
+    assert np.isnan(out.recovery.iloc[2])  # no dose 0 in its grid

@@ -141,3 +141,32 @@ rule plot_dynamics:
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_dynamics.py"
+
+
+# Every (model, step) of the dynamics stage, in order: the figure over all models reads them all.
+DYNAMICS_CHECKPOINTS = [[model, step] for model in models_for("dynamics") for step in get_steps(model)]
+
+
+rule plot_dynamics_models:
+    input:
+        schur=[f"results/dynamics/{model}/step{step}.schur.tsv" for model, step in DYNAMICS_CHECKPOINTS],
+    output:
+        recovery=report(
+            "results/dynamics/schur_recovery.tsv",
+            caption="../report/dynamics_schur_recovery.rst",
+            category="Dynamics",
+            subcategory="all models",
+            labels={"table": "Schur surgery recovery"},
+        ),
+        **figure_outputs("dynamics", all_models=True),
+    log:
+        "logs/plot_dynamics_models.log",
+    benchmark:
+        "benchmarks/plot_dynamics_models.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        checkpoints=DYNAMICS_CHECKPOINTS,
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_dynamics_models.py"

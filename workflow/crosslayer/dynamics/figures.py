@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from crosslayer.dynamics.densities import eigenvalue_density
+from crosslayer.dynamics.funnel import recovery_table
 from crosslayer.dynamics.plots import (
     plot_dose_response,
     plot_eigenvalue_cloud,
@@ -28,7 +29,8 @@ from crosslayer.plotting import format_step, pick_steps, plot_depth_profile
 
 __all__ = [
     "DynamicsFigureInputs", "load_figure_inputs", "operators_figure", "sample_spectra_figure", "eigenvalues_figure",
-    "cumulative_rank_figure", "regimes_figure", "eigenvalue_density_figure", "FIGURES",
+    "cumulative_rank_figure", "regimes_figure", "eigenvalue_density_figure", "FIGURES", "schur_models_figure",
+    "DynamicsModelsInputs", "load_models_inputs", "ALL_MODELS_FIGURES",
 ]
 
 
@@ -272,4 +274,64 @@ FIGURES = {
     "cumulative_rank": cumulative_rank_figure,
     "regimes": regimes_figure,
     "eigenvalue_density": eigenvalue_density_figure,
+}
+
+
+@dataclass(frozen=True)
+class DynamicsModelsInputs:
+    """What the figure over all models shows: ``recovery``
+    (:func:`~crosslayer.dynamics.funnel.recovery_table`) and ``schur``, ``{(model, step): schur table}``."""
+
+    recovery: pd.DataFrame
+    schur: dict
+
+
+def load_models_inputs(schur):
+    """Read rule ``plot_dynamics_models``'s inputs: ``{(model, step): path of its schur.tsv}``."""
+    tables = {key: pd.read_csv(path, sep="\t") for key, path in schur.items()}
+    return DynamicsModelsInputs(recovery=recovery_table(tables), schur=tables)
+
+
+def schur_models_figure(inputs):
+    """Fig. 5a across models: per Schur mode, the dose response of the cumulative effective rank from
+    layer 0, every model at every checkpoint (earlier checkpoints fainter), each model's last
+    checkpoint labelled with its recovery ratio (rank without the non-normal part over the trained
+    rank, :func:`crosslayer.dynamics.funnel.recovery_table`).
+
+    Parameters
+    ----------
+    inputs : DynamicsModelsInputs
+    """
+    recovery, schur = inputs.recovery, inputs.schur
+    modes = list(dict.fromkeys(recovery["mode"])) or ["J"]
+    fig, axes = plt.subplots(1, len(modes), figsize=(5.6 * len(modes), 4.6), layout="constrained", squeeze=False)
+    models = list(dict.fromkeys(model for model, _ in schur))
+    for ax, mode in zip(axes[0], modes):
+        for i, model in enumerate(models):
+            steps = sorted(step for m, step in schur if m == model)
+            for j, step in enumerate(steps):
+                table = schur[(model, step)]
+                dose = table[(table["construction"] == "dose") & (table["start_layer"] == 0) & (table["mode"] == mode)]
+                dose = dose.groupby("alpha")["effective_rank"].mean()
+                last = j == len(steps) - 1
+                row = recovery[(recovery.model == model) & (recovery.step == step) & (recovery["mode"] == mode)]
+                label = None
+                if last:
+                    ratio = row.recovery.iloc[0] if len(row) else np.nan
+                    label = f"{model}, step {format_step(step)}" + (f": {ratio:.2f}x" if np.isfinite(ratio) else "")
+                ax.plot(dose.index, dose.values, color=f"C{i}", marker="o" if last else None, ms=4,
+                        lw=1.8 if last else 0.8, alpha=1.0 if last else 0.25 + 0.5 * j / max(len(steps) - 1, 1),
+                        label=label)
+        ax.set(xlabel="dose α of the non-normal Schur part (1: trained)",
+               ylabel=r"effective rank of $J_{0 \to L}$", title=f"Schur surgery of {mode.replace('-', '−')}")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(frameon=False, fontsize="x-small", title="recovery: rank at α = 0 / at α = 1",
+                      title_fontsize="x-small")
+    fig.suptitle("Dose response of the cumulative rank, every model (earlier checkpoints fainter)")
+    return fig
+
+
+#: Rule plot_dynamics_models's figures, in order, and the function drawing each.
+ALL_MODELS_FIGURES = {
+    "schur_models": schur_models_figure,
 }
