@@ -22,7 +22,7 @@ from crosslayer.coupling.checkpoint import (
     measure_checkpoint,
 )
 from crosslayer.coupling.measure import METRICS, miscoupling
-from crosslayer.coupling.regularity import expodistance, line_shape_score, windowed
+from crosslayer.coupling.regularity import equidistance, expodistance, line_shape_score, windowed
 from crosslayer.coupling.tables import windowed_regularity
 from crosslayer.coupling.trajectories import logit_entropy, record_trajectories
 from crosslayer.errors import CheckpointError
@@ -75,7 +75,7 @@ def test_depthwise_and_trajectories_match_an_independent_recomputation(family, f
         assert np.allclose(result["norm_last_raw"][tokens], np.linalg.norm(raw[-1], axis=-1))
         for width, stats in windows.items():  # any width from the stored Gram matrices and norms
             for suffix, traj in (("", hidden), ("_raw", raw)):
-                for name, statistic in (("lss", line_shape_score), ("ed", expodistance)):
+                for name, statistic in (("lss", line_shape_score), ("ed", expodistance), ("eq", equidistance)):
                     assert np.allclose(stats[f"{name}_windowed{suffix}"][:, tokens],
                                        windowed(statistic, traj, width=width), rtol=1e-5, equal_nan=True)
         assert not np.allclose(result["ed_raw"][tokens], result["ed"][tokens])

@@ -44,6 +44,8 @@ def synthetic_checkpoint(seed, *, token_wise=True):
         "token_prompt": np.repeat(np.arange(P), N_TOKENS), "lss": rng.uniform(1, 3, N), "ed": rng.uniform(0, 1, N),
         "lss_raw": rng.uniform(1, 3, N), "ed_raw": rng.uniform(0, 1, N),
         "norms": np.linalg.norm(states, axis=-1), "norm_last_raw": np.linalg.norm(raw_last, axis=-1),
+        "step_lengths": np.linalg.norm(np.concatenate([np.diff(states, axis=0), (raw_last - states[-2])[None]]),
+                                       axis=-1),
         "step_gram": pack_symmetric(unit_step_gram(units)).astype(np.float32),
         "logit_entropy": rng.uniform(0, 5, (L + 1, N)),
         "singular_values": np.sort(rng.uniform(0.1, 9, (P, L, max(KS))))[..., ::-1],
@@ -194,12 +196,14 @@ def test_regularity_draws_the_tokens_of_plain_prompts_in_the_chosen_convention(f
 
 def test_norms_draw_one_line_per_step_by_depth(figures, inputs):
     axes = figures["norms"].axes
-    assert len(axes) == 4 and all(len(ax.lines) == len(STEPS) for ax in axes)
+    assert len(axes) == 5 and all(len(ax.lines) == len(STEPS) for ax in axes)
     assert axes[0].get_yscale() == "log" and axes[1].get_ylabel() == "windowed LSS (width 3)"
     regularity = inputs.tables["regularity"].query("variant == 'plain' and step == 10")
     assert np.allclose(axes[0].lines[1].get_ydata(), regularity.norm_median)
-    assert np.allclose(axes[2].lines[1].get_ydata(), regularity.ed_windowed_median, equal_nan=True)
-    assert np.allclose(axes[3].lines[1].get_ydata(), regularity.logit_entropy_median)
+    assert np.allclose(axes[2].lines[1].get_ydata(), regularity.eq_windowed_median, equal_nan=True)
+    assert axes[2].get_ylabel() == "windowed equidistance (width 3)" and regularity.eq_windowed_median.notna().any()
+    assert np.allclose(axes[3].lines[1].get_ydata(), regularity.ed_windowed_median, equal_nan=True)
+    assert np.allclose(axes[4].lines[1].get_ydata(), regularity.logit_entropy_median)
 
 
 def test_pca_draws_all_shallow_and_deep_states_of_the_first_prompt(figures, inputs):

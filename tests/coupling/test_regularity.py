@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from crosslayer.coupling.regularity import (
+    equidistance,
     expodistance,
     line_shape_score,
     pack_symmetric,
@@ -12,6 +13,7 @@ from crosslayer.coupling.regularity import (
     unit_steps,
     unpack_symmetric,
     windowed,
+    windowed_equidistance,
     windowed_expodistance,
     windowed_line_shape,
 )
@@ -44,6 +46,19 @@ def test_expodistance_is_zero_exactly_for_geometric_growth():
         expodistance(traj[:2])
 
 
+def test_equidistance_is_zero_exactly_for_equally_spaced_states():
+    rng = np.random.default_rng(3)
+    directions = rng.standard_normal((6, 4, 8))
+    directions /= np.linalg.norm(directions, axis=-1, keepdims=True)
+    spaced = np.concatenate([np.zeros((1, 4, 8)), np.cumsum(2.5 * directions, axis=0)])  # steps of length 2.5
+    assert np.allclose(equidistance(spaced), 0.0, atol=1e-12)
+    lengths = np.array([1.0, 2.0, 6.0])  # by hand: population std over mean
+    traj = np.concatenate([[0.0], np.cumsum(lengths)])[:, None] * np.eye(3)[1]
+    assert equidistance(traj) == pytest.approx(np.std(lengths) / np.mean(lengths))
+    with pytest.raises(ValueError, match="at least 3 states"):
+        equidistance(traj[:2])
+
+
 def test_windows_are_centred_and_nan_where_they_do_not_fit():
     rng = np.random.default_rng(2)
     traj = rng.standard_normal((9, 4, 6))
@@ -73,5 +88,8 @@ def test_windows_from_the_unit_step_gram_and_the_norms_are_those_of_the_states(w
     np.testing.assert_allclose(windowed_line_shape(unpack_symmetric(stored), width=width), expected, rtol=1e-6)
     np.testing.assert_allclose(windowed_expodistance(np.linalg.norm(traj, axis=-1), width=width),
                                windowed(expodistance, traj, width=width), rtol=1e-12)
+    lengths = np.linalg.norm(np.diff(traj, axis=0), axis=-1)  # the checkpoint's step_lengths
+    np.testing.assert_allclose(windowed_equidistance(lengths, width=width), windowed(equidistance, traj, width=width),
+                               rtol=1e-12)
     with pytest.raises(ValueError, match="m \\(m \\+ 1\\) / 2"):
         unpack_symmetric(np.zeros(5))

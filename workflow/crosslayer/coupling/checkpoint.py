@@ -182,7 +182,8 @@ def block_coupling(model, token_ids, settings=CouplingSettings(), *, prompt_ids=
         ``x^L`` before it; ``step_gram`` (N, (L + 1)(L + 2) / 2) float32, the packed
         (:func:`~crosslayer.coupling.regularity.pack_symmetric`) Gram matrix of the token's
         unit steps: the L steps to ``x^L`` after the final norm, then the last step to the raw
-        ``x^L``; ``logit_entropy`` (L + 1, N), the logit lens of every state;
+        ``x^L``; ``step_lengths`` (L + 1, N) float64, ``||x^l - x^{l-1}||`` of the same steps;
+        ``logit_entropy`` (L + 1, N), the logit lens of every state;
         ``pca`` (pca_prompts, L + 1, T_max, 2) NaN-padded and ``pca_explained`` (pca_prompts, 2);
         token-wise, stacked over prompts and layer pairs
         ``tw_self`` (n_pairs, P_tw, n_metrics, n_K, T, T), ``tw_fixed_input`` and
@@ -205,7 +206,8 @@ def block_coupling(model, token_ids, settings=CouplingSettings(), *, prompt_ids=
         raise ValueError(f"coupling.token_wise.layer_pairs: {[list(p) for p in layer_pairs]} must be layers below "
                          f"{n_layers}")
     depthwise, singular, abs_sum, token_prompt, pca, explained = [], [], 0.0, [], [], []
-    stats = {name: [] for name in ("lss", "ed", "norms", "lss_raw", "ed_raw", "norm_last_raw", "logit_entropy")}
+    stats = {name: [] for name in ("lss", "ed", "norms", "lss_raw", "ed_raw", "norm_last_raw", "step_lengths",
+                                   "logit_entropy")}
     grams = []
     prompt_ids = list(range(len(token_ids))) if prompt_ids is None else list(prompt_ids)
     abs_prompts = np.ones(len(token_ids), bool) if abs_prompts is None else np.asarray(abs_prompts, bool)
@@ -235,6 +237,9 @@ def block_coupling(model, token_ids, settings=CouplingSettings(), *, prompt_ids=
         # float64: the windowed expodistance is computed from these alone (log-ratios of norms)
         stats["norms"].append(np.linalg.norm(normed.astype(np.float64), axis=-1))
         stats["norm_last_raw"].append(np.linalg.norm(raw[-1].astype(np.float64), axis=-1))
+        # the windowed equidistance's step lengths: the L steps to x^L after the final norm, then the raw last one
+        steps64 = [np.diff(normed.astype(np.float64), axis=0), np.diff(raw[-2:].astype(np.float64), axis=0)]
+        stats["step_lengths"].append(np.linalg.norm(np.concatenate(steps64), axis=-1))  # (L + 1, T)
         stats["logit_entropy"].append(logit_entropy(model, raw))
         if p < settings.pca_prompts:
             coords, ratio = trajectory_pca(normed if final_norm else raw, fit=settings.pca_fit)

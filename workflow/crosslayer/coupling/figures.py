@@ -253,15 +253,22 @@ def regularity_figure(inputs):
 
 
 def norms_figure(inputs):
-    """Residual-stream norm, windowed LSS and ED, and logit-lens entropy against depth, one line per
-    step (Fig. 30)."""
+    """Residual-stream norm, windowed LSS, equidistance and ED, and logit-lens entropy against depth,
+    one line per step (Figs 26 and 30); a table without equidistance (written before it) says so."""
     raw, window = inputs.raw, inputs.window
     regularity = _by_step(inputs.tables["regularity"], "depth", variant="plain")
-    fig, axes = plt.subplots(1, 4, figsize=(19, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 5, figsize=(23, 4), layout="constrained")
     for ax, (column, label) in zip(axes, ((f"norm{raw}_median", "‖x^l‖ (median over tokens)"),
                                           (f"lss_windowed{raw}_median", f"windowed LSS (width {window})"),
+                                          (f"eq_windowed{raw}_median", f"windowed equidistance (width {window})"),
                                           (f"ed_windowed{raw}_median", f"windowed ED (width {window})"),
                                           ("logit_entropy_median", "logit-lens entropy (nats)"))):
+        table = inputs.tables["regularity"]
+        if column not in table or table[column].isna().all():
+            ax.text(0.5, 0.5, "not in this run's files:\nre-run block_coupling", ha="center", va="center",
+                    transform=ax.transAxes)
+            ax.set(ylabel=label)
+            continue
         plot_depth_profile(ax, regularity, column)
         ax.set(xlabel="depth l (0 = embeddings, L = last block output)", ylabel=label)
     axes[0].set_yscale("log")

@@ -8,18 +8,22 @@ Of one trajectory ``x^0 .. x^L`` (:mod:`crosslayer.coupling.trajectories`):
 * expodistance ``ED = Var_l(alpha) / Mean_l(alpha)^2`` with ``alpha_l = ln(||x^l|| / ||x^{l-1}||)``
   and the *population* variance (ddof = 0): 0 for exact geometric growth of the norm. (The paper
   calls it a coefficient of variation; it is the square of one.)
+* equidistance ``EQ = Std_l(s) / Mean_l(s)`` with ``s_l = ||x^l - x^{l-1}||`` (population std): the
+  coefficient of variation of the step lengths, 0 for equally spaced states (the paper's §5.5 and
+  A.3, Fig. 26).
 
 Windowed versions take the sub-trajectory of ``width`` states centred at each depth (paper: 11);
-depths whose window does not fit are NaN. Neither needs the states: the windowed LSS follows from
+depths whose window does not fit are NaN. None needs the states: the windowed LSS follows from
 the Gram matrix of the unit steps (:func:`unit_step_gram`, :func:`windowed_line_shape`), the
-windowed ED from the norms (:func:`windowed_expodistance`). A checkpoint's job stores those, so
+windowed ED from the norms (:func:`windowed_expodistance`), the windowed EQ from the step lengths
+(:func:`windowed_equidistance`). A checkpoint's job stores those, so
 that any width is a statistic over stored arrays, not a new pass through the model.
 """
 
 import numpy as np
 
-__all__ = ["as_trajectories", "expodistance", "line_shape_score", "pack_symmetric", "unit_step_gram", "unit_steps",
-           "unpack_symmetric", "windowed", "windowed_expodistance", "windowed_line_shape"]
+__all__ = ["as_trajectories", "equidistance", "expodistance", "line_shape_score", "pack_symmetric", "unit_step_gram", "unit_steps",
+           "unpack_symmetric", "windowed", "windowed_equidistance", "windowed_expodistance", "windowed_line_shape"]
 
 
 def as_trajectories(traj):
@@ -128,6 +132,29 @@ def _expodistance_of_norms(norms):
         return alpha.var(axis=0) / alpha.mean(axis=0) ** 2
 
 
+def equidistance(traj):
+    """Equidistance ``Std(s) / Mean(s)`` (population std) of trajectories, ``s_l = ||x^l - x^{l-1}||``.
+
+    Parameters
+    ----------
+    traj : (n, ..., d) array_like, n >= 3
+
+    Returns
+    -------
+    ndarray of shape ``traj.shape[1:-1]``
+        ``>= 0``; 0 for equally spaced states; NaN where every step is zero.
+    """
+    traj = as_trajectories(traj)
+    if traj.shape[0] < 3:
+        raise ValueError(f"equidistance needs at least 3 states (2 steps), got {traj.shape[0]}")
+    return _equidistance_of_steps(np.linalg.norm(np.diff(traj, axis=0), axis=-1))
+
+
+def _equidistance_of_steps(lengths):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return lengths.std(axis=0) / lengths.mean(axis=0)
+
+
 def windowed(statistic, traj, *, width=11):
     """A trajectory statistic on the window of ``width`` states centred at each depth.
 
@@ -193,4 +220,25 @@ def windowed_expodistance(norms, *, width=11):
     out = np.full(norms.shape, np.nan)
     for centre, first, last in _windows(norms.shape[0], width):
         out[centre] = _expodistance_of_norms(norms[first : last + 1])
+    return out
+
+
+def windowed_equidistance(step_lengths, *, width=11):
+    """:func:`windowed` equidistance from the step lengths alone.
+
+    Parameters
+    ----------
+    step_lengths : (n - 1, ...) array_like
+        ``||x^l - x^{l-1}||`` for l = 1 .. n - 1, along depth first.
+
+    Returns
+    -------
+    (n, ...) ndarray
+        As ``windowed(equidistance, traj, width=width)``: the window of states ``a .. b`` has the
+        steps ``a + 1 .. b``.
+    """
+    lengths = np.asarray(step_lengths, dtype=np.float64)
+    out = np.full((lengths.shape[0] + 1, *lengths.shape[1:]), np.nan)
+    for centre, first, last in _windows(lengths.shape[0] + 1, width):
+        out[centre] = _equidistance_of_steps(lengths[first:last])
     return out

@@ -12,7 +12,8 @@ and before it (``_raw`` columns).
 import numpy as np
 import pandas as pd
 
-from crosslayer.coupling.regularity import unpack_symmetric, windowed_expodistance, windowed_line_shape
+from crosslayer.coupling.regularity import (unpack_symmetric, windowed_equidistance, windowed_expodistance,
+                                            windowed_line_shape)
 from crosslayer.npz import load_npz
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
@@ -78,13 +79,18 @@ def windowed_regularity(data, *, width):
     Returns
     -------
     dict of (L + 1, N) ndarray
-        ``lss_windowed``, ``ed_windowed`` (x^L after the final norm), ``lss_windowed_raw``,
-        ``ed_windowed_raw`` (before it); NaN where the window does not fit.
+        ``lss_windowed``, ``ed_windowed``, ``eq_windowed`` (x^L after the final norm),
+        ``lss_windowed_raw``, ``ed_windowed_raw``, ``eq_windowed_raw`` (before it); NaN where the
+        window does not fit, and the equidistance NaN for a file without ``step_lengths`` (written
+        before 2026-11-26).
     """
     L = data["norms"].shape[0] - 1
     raw_steps = [*range(L - 1), L]  # the shared steps, then the one to the raw x^L
+    lengths = data.get("step_lengths", np.full((L + 1, data["norms"].shape[1]), np.nan))
     out = {"ed_windowed": windowed_expodistance(data["norms"], width=width),
            "ed_windowed_raw": windowed_expodistance(_raw_norms(data), width=width),
+           "eq_windowed": windowed_equidistance(lengths[:L], width=width),
+           "eq_windowed_raw": windowed_equidistance(lengths[raw_steps], width=width),
            "lss_windowed": np.empty_like(data["norms"], dtype=np.float64),
            "lss_windowed_raw": np.empty_like(data["norms"], dtype=np.float64)}
     for start in range(0, data["step_gram"].shape[0], 4096):  # (4096, L + 1, L + 1) float64 at a time
@@ -115,7 +121,7 @@ def summarize_steps(checkpoints, steps, *, metric, window):
         and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step,
         variant, K, layer, other: mean and sd over prompts of the coupling of ``J^layer`` on the
         basis of ``other``); ``profile`` (step, source, variant, K, layer: Fig. 15); ``regularity``
-        (step, variant, depth: norm, windowed LSS and ED, median over tokens, both conventions;
+        (step, variant, depth: norm, windowed LSS, ED and equidistance, median over tokens, both conventions;
         logit-lens entropy); ``tokenwise`` (step, pair, kind, K: mean coupling over off-diagonal
         token pairs of the first prompts).
     """
@@ -165,7 +171,8 @@ def _regularity_rows(data, windows, tokens, **keys):
         for suffix in ("", "_raw"):
             row.update({f"norm{suffix}_median": np.median(norms[suffix][depth]),
                         f"lss_windowed{suffix}_median": _nanmedian(windows["lss_windowed" + suffix][depth, tokens]),
-                        f"ed_windowed{suffix}_median": _nanmedian(windows["ed_windowed" + suffix][depth, tokens])})
+                        f"ed_windowed{suffix}_median": _nanmedian(windows["ed_windowed" + suffix][depth, tokens]),
+                        f"eq_windowed{suffix}_median": _nanmedian(windows["eq_windowed" + suffix][depth, tokens])})
         rows.append(row)
     return rows
 
