@@ -432,6 +432,37 @@ def test_coupling_matches_an_independent_recomputation_from_the_saved_model(tiny
     assert plain.lss_median[16] < plain.lss_median[0]  # and straightens the trajectories
 
 
+@pytest.mark.parametrize("model", ["tiny-gelu", "tiny-swiglu"])
+def test_held_out_loss_is_a_hand_written_loop_over_the_same_windows(tiny_run, model):
+    # Independent path: the text set as the run wrote it, the checkpoint's own tokenizer, and the
+    # mean of -log softmax at the next token, one window at a time in float64
+    from transformers import AutoTokenizer
+
+    from crosslayer.data.samples import read_samples
+
+    table = pd.read_csv(tiny_run / f"results/evaluation/{model}/heldout.tsv", sep="\t")
+    assert table.step.tolist() == [0, 4, 8, 16]
+    _, texts = read_samples(tiny_run / "results/evaluation/heldout.jsonl")
+    for step in (0, 16):
+        manifest = read_manifest(tiny_run / f"results/checkpoints/{model}/step{step}.json")
+        live = AutoModelForCausalLM.from_pretrained(manifest["path"]).eval()
+        tokenizer = AutoTokenizer.from_pretrained(manifest["path"])
+        row = table[table.step == step].iloc[0]
+        ids = tokenizer("\n\n".join(texts), add_special_tokens=False)["input_ids"]
+        width = int(row.context) + 1
+        assert row.context == live.config.max_position_embeddings  # the tiny config's 32 < evaluation's 1024
+        windows = [ids[i * width:(i + 1) * width] for i in range(len(ids) // width)]
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for window in windows:
+                logp = torch.log_softmax(live(input_ids=torch.tensor([window[:-1]])).logits[0].double(), -1)
+                total -= float(logp[torch.arange(width - 1), torch.tensor(window[1:])].sum())
+                count += width - 1
+        assert (row.n_windows, row.n_tokens) == (len(windows), count)
+        assert row.loss == pytest.approx(total / count, rel=1e-5) and row.perplexity == pytest.approx(np.exp(row.loss), rel=1e-5)
+    assert table.loss.iloc[-1] < table.loss.iloc[0]  # training lowers the held-out loss
+
+
 def test_report_is_self_contained_with_every_figure(tiny_run):
     result = snakemake(tiny_run, "--configfile", str(TINY), "--report", "results/report.html")
     assert "(ERROR/" not in result.output  # docutils: a caption that is not valid reStructuredText
