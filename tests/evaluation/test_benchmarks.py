@@ -10,7 +10,9 @@ import torch
 
 from crosslayer.data import corpus
 from crosslayer.errors import CheckpointError
-from crosslayer.evaluation.benchmarks import LEADERBOARD_V1, SCORE_COLUMNS, BenchmarkSettings, evaluate_checkpoint
+from crosslayer.evaluation.benchmarks import (
+    LEADERBOARD_V1, SCORE_COLUMNS, BenchmarkSettings, evaluate_checkpoint, fetch_tasks,
+)
 
 pytest.importorskip("lm_eval", reason="the [eval] extra (make test installs it)")
 
@@ -123,6 +125,13 @@ def test_few_shot_groups_and_the_average(checkpoint):
     with pytest.raises(CheckpointError, match="model 'm' revision 'step7'.*reports no 'f1,none'.*acc,none"):
         evaluate_checkpoint(manifest, BenchmarkSettings(tasks=[{**spec[0], "metric": "f1,none"}], limit=2,
                                                         include_path=str(tasks), builtin=False))
+
+
+def test_fetching_builds_every_task_and_counts_its_items(checkpoint):
+    _, tasks = checkpoint
+    spec = [{"task": "toy_words", "shots": 0, "metric": "acc,none"}]
+    records = fetch_tasks(BenchmarkSettings(tasks=spec, include_path=str(tasks), builtin=False))
+    assert records == [{"task": "toy_words", "dataset_path": "json", "dataset_name": None, "n_docs": 30}]
 
 
 def test_settings_refusals_name_the_key():

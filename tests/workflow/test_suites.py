@@ -72,6 +72,7 @@ def test_coupling_suite_builds_its_dag_offline(tmp_path):
     assert jobs.get("plot_coupling") == len(models)
     assert jobs.get("heldout_loss") == downloaded + 12 and jobs.get("prepare_heldout") == 1  # every checkpoint
     assert jobs.get("evaluate") == len(models) and jobs.get("summarize_scores") == len(models)  # last checkpoints
+    assert jobs.get("prepare_benchmarks") == 1  # the datasets fetched where the hub is reachable
     scores = (SUITES / "coupling_scores.csv").read_text().split()[1:]
     assert [row.split(",")[0] for row in scores] == list(models)  # the score template names every model
     assert_coverage_planned("Paper 002", output, models, at_least=15)

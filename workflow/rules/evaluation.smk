@@ -71,9 +71,31 @@ rule summarize_heldout:
         "../scripts/summarize_heldout.py"
 
 
+# The harness downloads each task's dataset on first use: here, where Snakemake runs, into the
+# Hugging Face cache that the scoring jobs then read (share HF_HOME with the nodes on a cluster).
+rule prepare_benchmarks:
+    input:
+        tasks=BENCHMARKS["include_path"] or [],
+    output:
+        tasks="results/evaluation/benchmark_tasks.json",
+    log:
+        "logs/prepare_benchmarks.log",
+    benchmark:
+        "benchmarks/prepare_benchmarks.tsv"
+    localrule: True
+    conda:
+        "../../envs/evaluate.yaml"
+    params:
+        tasks=BENCHMARKS["tasks"],
+        builtin=BENCHMARKS["builtin"],
+    script:
+        "../scripts/prepare_benchmarks.py"
+
+
 rule evaluate:
     input:
         manifest="results/checkpoints/{model}/step{step}.json",
+        fetched=rules.prepare_benchmarks.output.tasks,
         tasks=BENCHMARKS["include_path"] or [],
     output:
         table=report(

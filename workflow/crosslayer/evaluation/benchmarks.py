@@ -14,6 +14,7 @@ tasks' values, as the leaderboard averaged its six.
 import logging
 import math
 import os
+import warnings
 from dataclasses import dataclass
 
 import pandas as pd
@@ -24,7 +25,8 @@ from crosslayer.errors import naming_checkpoint
 from crosslayer.models.loading import load_model
 from crosslayer.settings import require_int
 
-__all__ = ["LEADERBOARD_V1", "DTYPES", "BenchmarkSettings", "score_model", "evaluate_checkpoint", "SCORE_COLUMNS"]
+__all__ = ["LEADERBOARD_V1", "DTYPES", "BenchmarkSettings", "fetch_tasks", "score_model", "evaluate_checkpoint",
+           "SCORE_COLUMNS"]
 
 #: The Open LLM Leaderboard v1 tasks as the harness names them, their shots and reported metric.
 LEADERBOARD_V1 = (
@@ -91,6 +93,40 @@ def _harness():
     except ImportError:
         raise ImportError(f"benchmarks needs EleutherAI's lm-evaluation-harness (lm-eval): {EVAL_EXTRA}") from None
     return lm_eval, HFLM, TaskManager
+
+
+def fetch_tasks(settings: BenchmarkSettings):
+    """Build every configured task once, where the hub is reachable: the harness downloads each
+    task's dataset into the Hugging Face cache, so that the scoring jobs on nodes without internet
+    find it there. Returns one record per task the harness builds (a group such as ``mmlu`` gives
+    its subtasks): ``task``, ``dataset_path``, ``dataset_name``, ``n_docs`` (items it would score)."""
+    _, _, TaskManager = _harness()
+    logging.getLogger("lm_eval").setLevel(logging.ERROR)
+    manager = TaskManager(include_path=settings.include_path, include_defaults=settings.builtin)
+    records = []
+    for task in _leaf_tasks(manager, [t["task"] for t in settings.tasks]):
+        config = task.config
+        docs = task.test_docs() if task.has_test_docs() else task.validation_docs()
+        records.append({"task": config.task, "dataset_path": config.dataset_path, "dataset_name": config.dataset_name,
+                        "n_docs": len(docs) if docs is not None else None})
+    return records
+
+
+def _leaf_tasks(manager, names):
+    """The tasks the harness builds for `names`, groups expanded (``get_task_dict``: its one entry
+    point in every version from 0.4.10; 0.4.13 deprecates it for ``TaskManager.load``)."""
+    from lm_eval.tasks import get_task_dict
+
+    def leaves(tree):
+        for value in tree.values():
+            if isinstance(value, dict):
+                yield from leaves(value)
+            elif value is not None:
+                yield value
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return list(leaves(get_task_dict(names, manager)))
 
 
 def score_model(model, tokenizer, settings: BenchmarkSettings):
