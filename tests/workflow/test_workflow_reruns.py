@@ -49,7 +49,7 @@ def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
     # SIGKILL leaves Snakemake no chance to stop its jobs: each job ends itself when orphaned
     import time
 
-    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 300], reference_step: 0}}")
+    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 120], reference_step: 0}}")
     command = ["results/train/tiny-gelu", "--cores", "1", "--configfile", str(TINY), longer]
     snake = subprocess.Popen([*SNAKEMAKE, "--directory", str(tmp_path), *command], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
