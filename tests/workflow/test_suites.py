@@ -91,16 +91,20 @@ def assert_coverage_planned(title, output, models, *, at_least):
         assert expected <= planned, (path, sorted(expected - planned)[:3])
 
 
+@pytest.fixture(scope="module")
+def alignment_dry_run(tmp_path_factory):
+    """The alignment suite's dry run, shared by the two tests that read it (~10 s each)."""
+    return dry_run(tmp_path_factory.mktemp("alignment_suite"), SUITES / "alignment.yaml")
+
+
 @pytest.mark.workflow
-def test_alignment_suite_builds_its_dag_offline(tmp_path):
-    suite = SUITES / "alignment.yaml"
-    models = yaml.safe_load(suite.read_text())["models"]
-    output = dry_run(tmp_path, suite)
-    jobs = planned_jobs(output)
+def test_alignment_suite_builds_its_dag_offline(alignment_dry_run):
+    models = yaml.safe_load((SUITES / "alignment.yaml").read_text())["models"]
+    jobs = planned_jobs(alignment_dry_run)
     checkpoints = sum(len(model_steps(entry)) for entry in models.values())
     assert len(models) == 6 and jobs.get("mlp_alignment") == checkpoints
     assert jobs.get("plot_alignment") == len(models) and jobs.get("alignment_table") == 1
-    assert_coverage_planned("Paper 000", output, models, at_least=12)
+    assert_coverage_planned("Paper 000", alignment_dry_run, models, at_least=12)
 
 
 @pytest.mark.workflow
@@ -202,10 +206,8 @@ def test_a_model_takes_part_in_the_analyses_it_names_and_an_encoder_is_refused_b
 
 
 @pytest.mark.workflow
-def test_paper_suite_builds_its_dag_offline(tmp_path):
-    result = snakemake(tmp_path, "-n", "--cores", "8", "--configfile", str(ROOT / "config/suites/alignment.yaml"),
-                       env={"HF_HUB_OFFLINE": "1"})
-    jobs = planned_jobs(result.output)
+def test_paper_suite_builds_its_dag_offline(alignment_dry_run):
+    jobs = planned_jobs(alignment_dry_run)
     assert jobs["download_checkpoint"] == 3 * 8 + 11 + 7 + 7
     assert jobs["mlp_alignment"] == jobs["download_checkpoint"]
     assert jobs["plot_alignment"] == 6 and "train_model" not in jobs
