@@ -20,7 +20,7 @@ DOC = ROOT / "docs" / "reruns.md"
 #: at paper scale (docs/benchmarks.md).
 EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "download_checkpoint",
              "build_untrained", "register_checkpoint", "mlp_alignment", "gated_alignment", "block_jacobians",
-             "block_coupling", "projection_continuity", "schur_surgery"}
+             "block_coupling", "projection_continuity", "schur_surgery", "evaluate"}
 
 #: Each key of config/schema.yaml and the value it is changed to (from tiny.yaml's or the default's).
 CHANGES = {
@@ -164,6 +164,29 @@ CHANGES = {
     "across_papers.baseline_draws": 20,
     "across_papers.permutations": 100,
     "across_papers.seed": 1,
+    "evaluation.activate": False,
+    "evaluation.heldout.source": "dataset",
+    "evaluation.heldout.dataset.path": "other/wikitext",
+    "evaluation.heldout.dataset.name": "other",
+    "evaluation.heldout.dataset.split": "validation",
+    "evaluation.heldout.dataset.revision": "abc123",
+    "evaluation.heldout.dataset.field": "page",
+    "evaluation.heldout.dataset.cache_dir": "elsewhere",
+    "evaluation.heldout.context": 16,
+    "evaluation.heldout.max_windows": 8,
+    "evaluation.heldout.batch_size": 4,
+    "evaluation.device": "cuda",
+    "evaluation.threads": 1,
+    "benchmarks.activate": True,
+    "benchmarks.steps": "all",
+    "benchmarks.tasks": [{"task": "arc_easy", "shots": 0, "metric": "acc,none"}],
+    "benchmarks.limit": 10,
+    "benchmarks.batch_size": 4,
+    "benchmarks.include_path": "tasks",
+    "benchmarks.builtin": False,
+    "benchmarks.dtype": "bfloat16",
+    "benchmarks.device": "cuda",
+    "benchmarks.threads": 1,
     "claims.activate": False,
     "claims.confidence": 0.9,
     "claims.n_boot": 500,
@@ -196,6 +219,8 @@ EXPENSIVE_KEYS = {
     "toy.depth", "toy.init_scale", "toy.lr", "toy.beta1", "toy.beta2", "toy.eps", "toy.batch_size", "toy.epochs",
     "toy.ema_betas",
     "toy.erank_power",  # measured per epoch inside train_toy, which keeps no singular values (left as is)
+    "toy.seeds",  # one job per run trains its seeds in turn: a changed list re-runs every run (issue 42)
+    "benchmarks.activate",  # scores every model's last checkpoint: new jobs, none re-run
     "toy.runs", "transformer_ablations.steps", "transformer_ablations.checkpoints", "transformer_ablations.train.lr",
     "transformer_ablations.runs",
 }

@@ -269,9 +269,9 @@ def test_gate_conditioned_products_are_those_of_the_saved_weights_and_the_record
 def test_figures_are_real_images(tiny_run):
     figures = sorted((tiny_run / "results/figures").rglob("*.png"))
     # per model: 4 alignment, 1 loss, 6 dynamics, 5 topology, 12 coupling, 4 continuity, 3 across papers;
-    # overviews: alignment, topology, 5 coupling, 4 toy ablations, 2 transformer ablations, 1 across papers,
-    # the verdict matrix
-    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 7 + 4 + 2 + 1 + 1
+    # overviews: alignment, topology, 7 coupling, 1 dynamics, 4 toy ablations, 2 transformer ablations,
+    # 1 across papers, the verdict matrix
+    assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 10 + 4 + 2 + 1 + 1
     for path in figures:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
     for path in (tiny_run / "results/figures").rglob("*.pdf"):

@@ -103,7 +103,7 @@ rule coupling_across_models:
         models=models_for("coupling"),
         training_tokens={m: MODELS[m].get("training_tokens") for m in models_for("coupling")},
         subsets=COUPLING["fit_subsets"],
-        tasks=[task["task"] for task in config["benchmarks"]["tasks"]],
+        tasks=[task["task"] for task in config["benchmarks"]["tasks"]] if config["benchmarks"]["activate"] else [],
     script:
         "../scripts/coupling_across_models.py"
 
