@@ -272,8 +272,11 @@ def test_figures_are_real_images(tiny_run):
     # overviews: alignment, topology, 7 coupling, 1 dynamics, 4 toy ablations, 2 transformer ablations,
     # 1 across papers, the verdict matrix
     assert len(figures) == 2 * (4 + 1 + 6 + 5 + 12 + 4 + 3) + 10 + 4 + 2 + 1 + 1
+    notes = {"coupling/all_models.gsm8k.png"}  # a sentence saying why it is empty: this run has no benchmarks
     for path in figures:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > (1000 if path.relative_to(tiny_run / "results/figures").as_posix() in notes
+                                      else 5000)
     for path in (tiny_run / "results/figures").rglob("*.pdf"):
         assert path.read_bytes()[:5] == b"%PDF-"
 
