@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.coupling.plots import plot_fit, plot_trained_vs_untrained
+from crosslayer.evaluation.tables import coupling_and_loss
 from crosslayer.plotting import set_step_axis
 
 __all__ = [
@@ -184,16 +185,15 @@ def vs_loss_figure(inputs):
         return fig
     fits = inputs.training_fits
     for i, (model, table) in enumerate(inputs.steps.items()):
-        plain = table.query("source == 'all' and variant == 'plain' and K == @K")[["step", "coupling_mean"]]
-        points = plain.merge(inputs.heldout[model][["step", "loss"]], on="step").sort_values("step")
+        points = coupling_and_loss(table, inputs.heldout[model]).query("K == @K")
         fit = fits[(fits.model == model) & (fits.K == K)]
         r2 = fit.r2.iloc[0] if len(fit) else np.nan
         label = model + (f" (R² = {r2:.2f}, n = {int(fit.n.iloc[0])})" if np.isfinite(r2) else "")
-        axes[0].plot(points.coupling_mean, points.loss, "-", color=f"C{i}", alpha=0.5, label=label)
-        axes[0].scatter(points.coupling_mean, points.loss, c=np.log1p(points.step), cmap="viridis",
+        axes[0].plot(points.coupling, points.heldout_loss, "-", color=f"C{i}", alpha=0.5, label=label)
+        axes[0].scatter(points.coupling, points.heldout_loss, c=np.log1p(points.step), cmap="viridis",
                         edgecolors=f"C{i}", zorder=2)
         for row in points.iloc[[0, -1]].itertuples():
-            axes[0].annotate(f"step {row.step}", (row.coupling_mean, row.loss), fontsize="xx-small",
+            axes[0].annotate(f"step {row.step}", (row.coupling, row.heldout_loss), fontsize="xx-small",
                              xytext=(3, 3), textcoords="offset points")
     axes[0].set(xlabel=f"mean depth-wise coupling (K = {K}, {inputs.metric})", ylabel="held-out loss (nats/token)",
                 title="over training (colour: log step)")

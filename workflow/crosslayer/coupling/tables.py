@@ -14,6 +14,7 @@ import pandas as pd
 
 from crosslayer.coupling.regularity import (unpack_symmetric, windowed_equidistance, windowed_expodistance,
                                             windowed_line_shape)
+from crosslayer.evaluation.tables import coupling_and_loss
 from crosslayer.npz import load_npz
 
 __all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
@@ -265,8 +266,8 @@ def across_models(final, *, scores=None, sources=None, training_tokens=None, hel
 
 
 def training_fits(steps, heldout):
-    """OLS of held-out loss on mean coupling over each model's checkpoints (source ``all``, plain
-    prompts), at every K; model ``all`` pools every model's checkpoints. Coupling against loss over
+    """OLS of held-out loss on mean coupling over each model's checkpoints (:func:`coupling_and_loss`),
+    at every K; model ``all`` pools every model's checkpoints. Coupling against loss over
     training: the embedded default's view of paper 002's coupling-generalization link.
 
     Parameters
@@ -274,7 +275,7 @@ def training_fits(steps, heldout):
     steps : dict
         model -> its ``steps`` table (:func:`summarize_steps`).
     heldout : dict or None
-        model -> its held-out table (step, loss, ...); None (no evaluation stage): no rows.
+        model -> its held-out table (step, loss, bits_per_byte); None (no evaluation stage): no rows.
 
     Returns
     -------
@@ -285,16 +286,13 @@ def training_fits(steps, heldout):
     columns = ["model", "y", "x", "K", "n", "slope", "intercept", "r2", "p"]
     if not heldout:
         return pd.DataFrame(columns=columns)
-    points = []
-    for model, table in steps.items():
-        plain = table.query("source == 'all' and variant == 'plain'")[["step", "K", "coupling_mean"]]
-        points.append(plain.merge(heldout[model][["step", "loss"]], on="step").assign(model=model))
-    points = pd.concat(points, ignore_index=True)
+    points = pd.concat([coupling_and_loss(table, heldout[model]).assign(model=model)
+                        for model, table in steps.items()], ignore_index=True)
     rows = []
     for model, part in [*points.groupby("model", sort=False), ("all", points)]:
         for K, at in part.groupby("K"):
             rows.append({"model": model, "y": "heldout_loss", "x": "coupling", "K": int(K),
-                         **_ols(at.loss.to_numpy(float), at.coupling_mean.to_numpy(float))})
+                         **_ols(at.heldout_loss.to_numpy(float), at.coupling.to_numpy(float))})
     return pd.DataFrame(rows, columns=columns)
 
 

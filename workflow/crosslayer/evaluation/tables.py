@@ -1,8 +1,9 @@
-"""The held-out table of a model: one row per checkpoint (pandas only, for the summarizing job)."""
+"""The held-out and score tables of a model, and coupling beside held-out loss (pandas only, for the
+summarizing, fitting and claims jobs)."""
 
 import pandas as pd
 
-__all__ = ["HELDOUT_COLUMNS", "heldout_table", "scores_table", "model_score", "merge_scores"]
+__all__ = ["HELDOUT_COLUMNS", "heldout_table", "coupling_and_loss", "scores_table", "model_score", "merge_scores"]
 
 #: A checkpoint's held-out row, in order (the table adds ``step`` first).
 HELDOUT_COLUMNS = ("loss", "perplexity", "bits_per_byte", "n_tokens", "n_bytes", "n_windows", "context")
@@ -12,6 +13,28 @@ def heldout_table(rows):
     """``{step: row}`` -> one table sorted by step, columns ``step`` and :data:`HELDOUT_COLUMNS`."""
     table = pd.DataFrame([{"step": int(step), **row} for step, row in rows.items()], columns=["step", *HELDOUT_COLUMNS])
     return table.sort_values("step", kind="stable").reset_index(drop=True)
+
+
+def coupling_and_loss(steps, heldout):
+    """Per checkpoint and K: the mean coupling over plain prompts (``steps`` rows of source ``all``)
+    beside the checkpoint's held-out loss and bits per byte.
+
+    Parameters
+    ----------
+    steps : DataFrame
+        The model's ``steps`` table (:func:`crosslayer.coupling.tables.summarize_steps`).
+    heldout : DataFrame
+        Its held-out table (:func:`heldout_table`).
+
+    Returns
+    -------
+    DataFrame
+        step, K, coupling, heldout_loss, bits_per_byte; the checkpoints both tables have, by step and K.
+    """
+    coupling = steps.query("source == 'all' and variant == 'plain'")[["step", "K", "coupling_mean"]]
+    table = coupling.rename(columns={"coupling_mean": "coupling"}).merge(
+        heldout[["step", "loss", "bits_per_byte"]].rename(columns={"loss": "heldout_loss"}), on="step")
+    return table.sort_values(["step", "K"], kind="stable").reset_index(drop=True)
 
 
 def scores_table(paths):

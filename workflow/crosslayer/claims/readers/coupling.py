@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.claims.readers.base import Reader
+from crosslayer.evaluation.tables import coupling_and_loss
 from crosslayer.npz import open_npz
 
 _TSV = "results/coupling/{model}/{name}.tsv"
@@ -104,11 +105,7 @@ def _across_models(root, model, steps):
 def _over_training(root, model, steps):
     """Per checkpoint and K, the mean coupling over plain prompts (steps.tsv, source ``all``) beside
     the checkpoint's held-out loss and bits per byte (the evaluation stage's heldout.tsv)."""
-    coupling = _tsv(root, model, "steps").query("source == 'all' and variant == 'plain'")
-    heldout = pd.read_csv(root / _HELDOUT.format(model=model), sep="\t")
-    table = coupling[["step", "K", "coupling_mean"]].rename(columns={"coupling_mean": "coupling"}).merge(
-        heldout[["step", "loss", "bits_per_byte"]].rename(columns={"loss": "heldout_loss"}), on="step")
-    return table.sort_values(["step", "K"], kind="stable").reset_index(drop=True)
+    return coupling_and_loss(_tsv(root, model, "steps"), pd.read_csv(root / _HELDOUT.format(model=model), sep="\t"))
 
 
 READERS = (
