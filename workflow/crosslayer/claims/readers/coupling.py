@@ -105,7 +105,8 @@ def _across_models(root, model, steps):
 def _over_training(root, model, steps):
     """Per checkpoint and K, the mean coupling over plain prompts (steps.tsv, source ``all``) beside
     the checkpoint's held-out loss and bits per byte (the evaluation stage's heldout.tsv)."""
-    return coupling_and_loss(_tsv(root, model, "steps"), pd.read_csv(root / _HELDOUT.format(model=model), sep="\t"))
+    heldout = pd.read_csv(root / _HELDOUT.format(model=model), sep="\t")
+    return coupling_and_loss(_tsv(root, model, "steps"), heldout)
 
 
 READERS = (
