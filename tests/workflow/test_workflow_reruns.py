@@ -46,10 +46,11 @@ def _jobs_of(parent):
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
 def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
-    # SIGKILL leaves Snakemake no chance to stop its jobs: each job ends itself when orphaned
+    # SIGKILL leaves Snakemake no chance to stop its jobs: each job ends itself when orphaned.
+    # 600 steps last several seconds past step 0 on a fast CPU, many times the job's 0.2 s check.
     import time
 
-    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 120], reference_step: 0}}")
+    longer = overlay(tmp_path / "longer.yaml", "models: {tiny-gelu: {steps: [0, 600], reference_step: 0}}")
     command = ["results/train/tiny-gelu", "--cores", "1", "--configfile", str(TINY), longer]
     snake = subprocess.Popen([*SNAKEMAKE, "--directory", str(tmp_path), *command], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)

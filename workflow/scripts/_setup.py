@@ -25,6 +25,6 @@ def _exit_with_parent(parent):
     # A Snakemake killed hard (SIGKILL, a lost session) cannot stop its jobs: an orphan would go on
     # computing, holding the GPU and writing outputs that no run trusts. Reparented means orphaned.
     while os.getppid() == parent:
-        time.sleep(1)
+        time.sleep(0.2)
     logging.error("Snakemake (pid %d) is gone: stopping this job, whose outputs the next run redoes", parent)
     os._exit(1)
