@@ -77,6 +77,17 @@ def test_a_checkpoint_is_scored_on_its_own_tokenizer_with_the_context_capped(tmp
     assert row["n_bytes"] == n_bytes
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_equals_cpu(tmp_path):
+    manifest = save_checkpoint("llama", tmp_path / "ckpt")
+    texts = [text(80), text(80, start=5)]
+    settings = HeldoutSettings(context=32, batch_size=2)
+    cpu = measure_checkpoint(manifest, settings, texts=texts)
+    gpu = measure_checkpoint(manifest, settings, texts=texts, device="cuda")
+    assert gpu["loss"] == pytest.approx(cpu["loss"], rel=1e-5)
+    assert (gpu["n_tokens"], gpu["n_bytes"]) == (cpu["n_tokens"], cpu["n_bytes"])
+
+
 def test_settings_refusals_name_the_key():
     with pytest.raises(ValueError, match="evaluation.heldout.context"):
         HeldoutSettings(context=1)
