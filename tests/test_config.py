@@ -36,6 +36,7 @@ def config_with(**model):
         "coupling": {"activate": True, "Ks": [4, 8], "window": 5, "scores": None,
                      "token_wise": {"layer_pairs": [[0, 1]], "prompts": 1}},
         "continuity": {"activate": True, "pca_components": 3},
+        "embedding_noise": {"activate": False},
         "toy": {"activate": True, "runs": {}, "data": {"source": "package", "directory": None}},
         "transformer_ablations": {"activate": True, "steps": 10, "checkpoints": [], "train": {}, "runs": {"r": {}}},
     }
@@ -369,6 +370,8 @@ def test_model_analyses_are_the_activated_stages_a_model_names():
 
     config = config_with()
     config["models"]["enc"] = {"source": "local", "checkpoints": {"1": "/e"}, "analyses": ["continuity", "alignment"]}
+    assert model_analyses(config, "m") == [a for a in ANALYSES if a != "embedding_noise"]  # not activated
+    config["embedding_noise"]["activate"] = True
     assert model_analyses(config, "m") == list(ANALYSES)
     assert model_analyses(config, "enc") == ["alignment", "continuity"]  # in stage order
     config["continuity"]["activate"] = False

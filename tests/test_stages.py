@@ -44,12 +44,12 @@ def test_stage_dependencies_and_capabilities_are_known():
     (CAPABILITIES, ANALYSES, {}),
     # an encoder (BERT): the weight analyses only
     ({"uniform_layers", "own_attention", "pre_mlp_stream", "closed_form"}, ("alignment", "continuity"),
-     {"coupling": ["causal"], "dynamics": ["causal"], "topology": ["causal"]}),
+     {"coupling": ["causal"], "dynamics": ["causal"], "embedding_noise": ["causal"], "topology": ["causal"]}),
     # the generic path: no pre-MLP stream, so no topology
-    ({"causal", "uniform_layers", "own_attention"}, ("alignment", "continuity", "coupling", "dynamics"),
+    ({"causal", "uniform_layers", "own_attention"}, ("alignment", "continuity", "coupling", "dynamics", "embedding_noise"),
      {"topology": ["pre_mlp_stream"]}),
     # Gemma 4: layers of different shapes, KV-shared attention
-    ({"causal", "pre_mlp_stream", "token_inputs", "gated_mlp"}, ("alignment", "dynamics", "topology"),
+    ({"causal", "pre_mlp_stream", "token_inputs", "gated_mlp"}, ("alignment", "dynamics", "embedding_noise", "topology"),
      {"continuity": ["uniform_layers"], "coupling": ["own_attention"]}),
 ])
 def test_supported_stages_follow_from_the_capabilities(capabilities, supported, missing):
@@ -91,4 +91,4 @@ def test_the_adapters_declare_capabilities_not_stages():
     assert {"causal", "closed_form", "gated_mlp"} <= llama and "parallel_block" not in llama
     assert supported_stages(llama)[0] == ANALYSES
     assert "parallel_block" in capabilities("gpt_neox")
-    assert supported_stages(capabilities("gemma4"))[0] == ("alignment", "dynamics", "topology")
+    assert supported_stages(capabilities("gemma4"))[0] == ("alignment", "dynamics", "embedding_noise", "topology")

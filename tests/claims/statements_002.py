@@ -14,5 +14,6 @@ STATEMENTS = {
     "002-coupling-performance": ("trend", ">"),  # "a positive correlation between coupling and ... scores"
     "002-coupling-beats-size": None,
     "002-parallels-accuracy": ("trend", "<"),  # coupling's growth "parallels the ... increase in accuracy": loss falls
+    "002-noise-recovers": ("change", ">"),  # "significantly lower at the first layer": the last layer's is higher
     "002-vit-stochastic-depth": None,
 }

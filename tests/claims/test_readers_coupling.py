@@ -16,6 +16,7 @@ from crosslayer.claims.catalogue import load_catalogue
 from crosslayer.claims.engine import evaluate
 from crosslayer.claims.readers import read_tables, reader
 from crosslayer.coupling.checkpoint import CouplingSettings, measure_checkpoint
+from crosslayer.coupling.noise import NoiseSettings, measure_noise
 from crosslayer.coupling.tables import across_models, load_checkpoint, summarize_steps
 from crosslayer.evaluation.tables import heldout_table
 
@@ -24,6 +25,7 @@ STEPS = (0, 5)
 MODEL = "m"
 SETTINGS = CouplingSettings(Ks=(2, 4), layer_pairs=[(0, 1), (2, 2)], token_wise_prompts=2, token_wise_tokens=4,
                             max_tokens=6)
+NOISE = NoiseSettings(levels=(0.05, 0.5), draws=2, max_tokens=6)
 
 
 def _shrink(model):  # the second checkpoint: other weights, so that the two steps differ
@@ -48,6 +50,9 @@ def run(tmp_path_factory):
     for step, edit in zip(STEPS, (None, _shrink)):
         manifest = save_checkpoint("gpt_neox", root / f"ckpt{step}", edit=edit)
         np.savez(folder / f"step{step}.coupling.npz", **measure_checkpoint(manifest, SETTINGS, prompts=prompts))
+        noise = root / f"results/embedding_noise/{MODEL}/step{step}.tsv"  # as the embedding_noise job writes it
+        noise.parent.mkdir(parents=True, exist_ok=True)
+        measure_noise(manifest, NOISE, prompts=prompts).to_csv(noise, sep="\t", index=False)
     checkpoints = [load_checkpoint(folder / f"step{step}.coupling.npz") for step in STEPS]
     tables = summarize_steps(checkpoints, list(STEPS), metric="paper", window=3)
     for name, table in tables.items():
@@ -80,7 +85,7 @@ def test_each_table_has_its_declared_columns_and_files(run, table):
     frame = read(root, table)
     assert len(frame) and list(frame.columns) == [c for c in CATALOGUE.tables[table].columns if c != "model"]
     spec = reader(table)
-    assert spec.stage == "coupling" and all(p.is_file() for p in spec.paths(root, MODEL, STEPS))
+    assert spec.stage == table.split("/")[0] and all(p.is_file() for p in spec.paths(root, MODEL, STEPS))
     assert spec.also == (("evaluation",) if table == "coupling/over_training" else ())
 
 
@@ -131,6 +136,15 @@ def test_tokenwise_self_is_the_npz_in_long_form(run):
     means = frame[frame.metric == "paper"].groupby(["step", "layer", "other", "K"]).coupling.mean()
     source = tsv(root, "tokenwise").query("kind == 'self'").set_index(["step", "layer", "other", "K"]).coupling_mean
     pd.testing.assert_series_equal(means.sort_index(), source.sort_index(), check_names=False, rtol=1e-6)
+
+
+def test_noise_prompts_are_each_checkpoints_table_with_its_step(run):
+    root, _ = run
+    frame = read(root, "embedding_noise/prompts")
+    for step in STEPS:
+        source = pd.read_csv(root / f"results/embedding_noise/{MODEL}/step{step}.tsv", sep="\t")
+        pd.testing.assert_frame_equal(frame[frame.step == step].drop(columns="step").reset_index(drop=True), source)
+    assert set(frame.prompt) == {"p0", "p1", "p2"}  # the plain prompts
 
 
 def test_across_models_is_the_models_row_one_row_per_K(run):

@@ -9,7 +9,7 @@ import pytest
 from figure_checks import drawn, panels
 from rule_outputs import rule_figures
 
-from crosslayer.coupling.figures import FIGURES, CouplingFigureInputs, load_figure_inputs
+from crosslayer.coupling.figures import FIGURES, NOISE_FIGURES, CouplingFigureInputs, NoiseFigureInputs, load_figure_inputs
 from crosslayer.coupling.figures_models import ALL_MODELS_FIGURES, AllModelsFigureInputs, load_all_models_inputs
 from crosslayer.coupling.measure import METRICS
 from crosslayer.evaluation.tables import heldout_table
@@ -94,7 +94,8 @@ PLAIN = np.array(VARIANTS) == "plain"
 
 
 @pytest.mark.parametrize(("smk", "rule", "table"), [("coupling.smk", "plot_coupling", FIGURES),
-                                                     ("coupling.smk", "plot_coupling_models", ALL_MODELS_FIGURES)])
+                                                     ("coupling.smk", "plot_coupling_models", ALL_MODELS_FIGURES),
+                                                     ("embedding_noise.smk", "plot_embedding_noise", NOISE_FIGURES)])
 def test_each_figure_table_is_its_rules_figures_in_order(smk, rule, table):
     assert rule_figures(smk, rule) == list(table)
 
@@ -429,3 +430,35 @@ def test_per_K_draws_score_against_coupling_at_every_K(all_figures, all_models):
     axes = all_figures["per_K"].axes
     assert [ax.get_xlabel() for ax in axes] == ["mean coupling (K = 2)", "mean coupling (K = 4)"]
     assert np.allclose(axes[0].collections[0].get_offsets()[:, 0], all_models.models.coupling_K2)
+
+
+# --------------------------------------------------------------------------- Fig. 32, noise on the embeddings
+
+
+def noise_table(steps=(0, 100), levels=(0.01, 0.1, 1.0), n_layers=4):
+    """A ``noise.tsv``: the cosine falls with the level, and from the first layer on recovers with depth."""
+    rows = [{"step": step, "level": level, "layer": layer, "n_prompts": 40, "sd": 0.01,
+             "cosine": 1 / (1 + level) + (0.01 * layer * level if layer and step else 0)}
+            for step in steps for level in levels for layer in range(n_layers + 1)]
+    return pd.DataFrame(rows)
+
+
+def test_the_noise_figure_draws_first_and_last_layers_against_the_level_and_every_depth():
+    table = noise_table()
+    fig = NOISE_FIGURES["first_last"](NoiseFigureInputs(model="m", table=table))
+    left, right = panels(fig)
+    labels = [line.get_label() for line in left.get_lines()]
+    assert labels == ["first layer, step 100", "last layer (4), step 100", "first layer, step 0",
+                      "last layer (4), step 0", "embeddings"]
+    assert left.get_xscale() == "log"
+    last = left.get_lines()[1]
+    expected = table[(table.step == 100) & (table.layer == 4)].sort_values("level")
+    np.testing.assert_allclose(last.get_xdata(), expected.level)
+    np.testing.assert_allclose(last.get_ydata(), expected.cosine)
+    assert left.get_lines()[2].get_linestyle() == "--"  # step 0, the random-init null
+    assert [line.get_label() for line in right.get_lines()] == ["noise 0.01", "noise 0.1", "noise 1"]
+    np.testing.assert_allclose(right.get_lines()[0].get_xdata(), range(5))
+    plt.close(fig)
+    alone = NOISE_FIGURES["first_last"](NoiseFigureInputs(model="m", table=noise_table(steps=(50,))))
+    assert len(panels(alone)[0].get_lines()) == 3  # no step 0 configured: no null drawn
+    plt.close(alone)

@@ -38,6 +38,7 @@ def final_outputs(model, analysis):
         "dynamics": ["operators", "sample_spectra", "eigenvalues", "cumulative_rank", "regimes",
                      "eigenvalue_density"],
         "topology": ["communities", "boundary_coupling", "mesoscale", "rate_coupling", "unit_coupling"],
+        "embedding_noise": ["first_last"],
     }[analysis]
     tables = {
         "alignment": ["alignment/table1.tsv", "alignment/cascade_fit.tsv", f"alignment/{model}/cascade.tsv"],
@@ -45,6 +46,7 @@ def final_outputs(model, analysis):
         "coupling": ["coupling/fits.tsv"],
         "dynamics": [f"dynamics/{model}/regimes.tsv", f"dynamics/{model}/radius_vs_rank_drop.tsv"],
         "topology": ["topology/method_comparison.tsv"],
+        "embedding_noise": [f"embedding_noise/{model}/noise.tsv"],
     }[analysis]
     across_models = {
         "alignment": ["adjacent_mean_all_models"],
@@ -84,6 +86,7 @@ def own_models(workdir, models):
     for key in ("models", "toy", "transformer_ablations", "train"):  # own_models.yaml: no training, no ablations
         sizes.pop(key)
     sizes["across_papers"] = {"Ks": None}  # coupling.Ks of the tiny sizes (config.yaml's 10 > d = 32)
+    sizes["embedding_noise"] = {"activate": True, "levels": [0.1, 1.0], "draws": 1}  # off in config.yaml
     own = yaml.safe_load(OWN.read_text())
     assert list(own["models"]) == own["run_models"] == ["my-model"]  # the example this test replaces
     own["models"], own["run_models"] = models, list(models)
@@ -121,10 +124,11 @@ def assert_present(results, paths):
     assert not missing
 
 
-STAGES = ["alignment", "continuity", "coupling", "dynamics", "topology"]
+STAGES = ["alignment", "continuity", "coupling", "dynamics", "embedding_noise", "topology"]
 
 
-ALONE = ["alignment", "continuity", "coupling", "dynamics"]  # topology needs dynamics (the next test)
+ALONE = ["alignment", "continuity", "coupling", "dynamics", "embedding_noise"]  # topology needs dynamics (below)
+RUN_ALONE = ALONE[:4]
 
 
 def stage_rules():
@@ -139,6 +143,7 @@ def test_each_analysis_alone_plans_no_job_of_another_stage(checkpoints, tmp_path
     jobs = planned(tmp_path, *own_models(tmp_path, {"my-model": local(checkpoints["gelu"], 1000, [analysis])}))
     rules = stage_rules()
     allowed = rules[analysis] | rules["checkpoints"] | rules["evaluation"] | rules["across_papers"] | rules["claims"]
+    allowed |= {"prepare_prompts"} if analysis == "embedding_noise" else set()  # the coupling stage's prompts
     assert jobs and set(jobs) <= allowed, sorted(set(jobs) - allowed)
 
 
@@ -156,11 +161,12 @@ def test_a_final_checkpoint_with_every_analysis_beside_models_with_one_each(chec
     # One run: the most common thing a user brings, the final checkpoint alone, here labelled step 0
     # (no emergence after step 0 to draw), with every analysis (a Llama: the gate-conditioned
     # alignment runs too); beside it one model per analysis, each alone, one checkpoint at step 1000.
-    alone = {f"only-{analysis}": local(checkpoints["gelu"], 1000, [analysis]) for analysis in ALONE}
+    # (embedding_noise alone: its plan above is enough; the full model runs it)
+    alone = {f"only-{analysis}": local(checkpoints["gelu"], 1000, [analysis]) for analysis in RUN_ALONE}
     results = run(tmp_path, {"full": local(checkpoints["swiglu"], 0), **alone})
     assert_present(results, [*always("full"), "alignment/gated.tsv",
                              *(p for stage in STAGES for p in final_outputs("full", stage))])
-    for analysis in ALONE:
+    for analysis in RUN_ALONE:
         model = f"only-{analysis}"
         assert_present(results, [*always(model), *final_outputs(model, analysis)])
         for stage in set(STAGES) - {analysis}:  # nothing of the stages the model does not take

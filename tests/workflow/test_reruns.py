@@ -164,6 +164,12 @@ CHANGES = {
     "across_papers.baseline_draws": 20,
     "across_papers.permutations": 100,
     "across_papers.seed": 1,
+    "embedding_noise.activate": True,
+    "embedding_noise.levels": [0.5],
+    "embedding_noise.draws": 2,
+    "embedding_noise.seed": 1,
+    "embedding_noise.device": "cuda",
+    "embedding_noise.threads": 1,
     "evaluation.activate": False,
     "evaluation.heldout.source": "dataset",
     "evaluation.heldout.dataset.path": "other/wikitext",
@@ -293,7 +299,8 @@ def reruns(tiny_run, tmp_path_factory):
         (folder / f"{key}.yaml").write_text(yaml.safe_dump(overlay(key, value)))
         jobs.append((tiny_run, TINY, folder / f"{key}.yaml"))
     # dry runs only read the run's files: two at a time, one per core
-    with multiprocessing.get_context("fork").Pool(2) as pool:
+    # spawned, not forked: a fork copies locks other threads hold (a worker hung on one once)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
         return dict(zip(CHANGES, pool.starmap(planned, jobs, chunksize=4)))
 
 

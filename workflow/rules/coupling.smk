@@ -157,3 +157,4 @@ rule plot_coupling_models:
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling_models.py"
+

@@ -19,6 +19,8 @@ from crosslayer.coupling.plots import (
     needs_block_scales,
     plot_block_grid,
     plot_coupling_graph,
+    plot_noise_depth,
+    plot_noise_levels,
     plot_trajectories_2d,
     plot_variant_profiles,
 )
@@ -28,7 +30,8 @@ from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, set
 __all__ = [
     "CouplingFigureInputs", "load_figure_inputs", "depthwise_figure", "tokenwise_figure", "over_training_figure",
     "regularity_figure", "norms_figure", "pca_figure", "profile_figure", "graph_figure", "cot_figure",
-    "fixed_depths_figure", "singular_values_figure", "prompt_length_figure", "FIGURES",
+    "fixed_depths_figure", "singular_values_figure", "prompt_length_figure", "FIGURES", "NoiseFigureInputs",
+    "noise_figure", "NOISE_FIGURES",
 ]
 
 
@@ -428,3 +431,39 @@ FIGURES = {
     "prompt_length": prompt_length_figure,
 }
 
+
+
+@dataclass(frozen=True, eq=False)
+class NoiseFigureInputs:
+    """What the figure of the ``embedding_noise`` stage draws: the model and its ``noise.tsv``
+    (:data:`crosslayer.coupling.noise.NOISE_COLUMNS` with a ``step`` column)."""
+
+    model: str
+    table: pd.DataFrame
+
+
+def noise_figure(inputs):
+    """Paper Fig. 32: noise on the embeddings against the cosine with the clean states at the first
+    block's output and the last layer (left; step 0 dashed, the random-init null, when configured),
+    and at every depth (right), last step."""
+    table = inputs.table
+    last_step = int(table["step"].max())
+    last = table[table["step"] == last_step]
+    n_layers = int(table["layer"].max())
+    layers = {1: "first layer", n_layers: f"last layer ({n_layers})"}
+    styles = {1: {"color": "tab:orange"}, n_layers: {"color": "tab:blue"}}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
+    plot_noise_levels(left, last, layers, styles=styles, label=f", step {format_step(last_step)}")
+    if last_step != 0 and (table["step"] == 0).any():
+        init = {layer: {**style, "ls": "--", "alpha": 0.6} for layer, style in styles.items()}
+        plot_noise_levels(left, table[table["step"] == 0], layers, styles=init, label=", step 0")
+    plot_noise_levels(left, last, {0: "embeddings"}, styles={0: {"color": "0.6", "lw": 1}})
+    left.legend(frameon=False, fontsize="small")
+    plot_noise_depth(right, last)
+    right.legend(frameon=False, fontsize="small")
+    fig.suptitle(f"{inputs.model}: noise on the embeddings, followed through the depth")
+    return fig
+
+
+#: Rule plot_embedding_noise's outputs.
+NOISE_FIGURES = {"first_last": noise_figure}

@@ -7,8 +7,9 @@ import numpy as np
 
 from crosslayer.plotting import pick_steps
 
-__all__ = ["BLOCK_SCALE_RATIO", "block_window", "needs_block_scales", "plot_block_grid", "plot_coupling_graph", "plot_fit", "plot_trained_vs_untrained",
-           "plot_trajectories_2d", "plot_variant_profiles"]
+__all__ = ["BLOCK_SCALE_RATIO", "block_window", "needs_block_scales", "plot_block_grid", "plot_coupling_graph", "plot_fit",
+           "plot_noise_depth", "plot_noise_levels", "plot_trained_vs_untrained", "plot_trajectories_2d",
+           "plot_variant_profiles"]
 
 
 def block_window(n_layers, first, last):
@@ -237,3 +238,54 @@ def plot_fit(ax, x, y, fit, *, labels=None):
     else:
         ax.set_title(f"no fit: {int(ok.sum())} model(s) with both values (need 3)", fontsize="small")
     return points
+
+
+def plot_noise_levels(ax, table, layers, *, styles=None, label=""):
+    """Cosine of noisy and clean states against the noise level (log axis) at `layers` (Fig. 32).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One checkpoint's rows of :data:`crosslayer.coupling.noise.NOISE_COLUMNS`.
+    layers : dict of int -> str
+        Depth -> its name in the legend.
+    styles : dict of int -> dict, optional
+        Depth -> line keywords.
+    label : str
+        Appended to each line's legend entry (e.g. the step).
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+    """
+    lines = []
+    for layer, name in layers.items():
+        rows = table[table["layer"] == layer].sort_values("level")
+        style = {"marker": "o", "ms": 4, "lw": 1.5, **(styles or {}).get(layer, {})}
+        (line,) = ax.plot(rows["level"], rows["cosine"], label=f"{name}{label}", **style)
+        lines.append(line)
+    ax.set_xscale("log")
+    ax.set(xlabel="noise norm / embedding norm", ylabel="cosine with the clean state")
+    return lines
+
+
+def plot_noise_depth(ax, table, *, cmap="viridis"):
+    """Cosine of noisy and clean states against depth, one line per noise level (small: dark).
+
+    Returns
+    -------
+    list of matplotlib.lines.Line2D
+        In level order.
+    """
+    import matplotlib as mpl
+
+    levels = sorted(table["level"].unique())
+    colors = mpl.colormaps[cmap](np.linspace(0.1, 0.9, len(levels)))
+    lines = []
+    for level, color in zip(levels, colors):
+        rows = table[table["level"] == level].sort_values("layer")
+        (line,) = ax.plot(rows["layer"], rows["cosine"], marker="o", ms=3, lw=1.2, color=color, label=f"noise {level:g}")
+        lines.append(line)
+    ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
+    ax.set(xlabel="depth (0: the noisy embedding)", ylabel="cosine with the clean state")
+    return lines

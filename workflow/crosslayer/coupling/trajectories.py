@@ -17,7 +17,7 @@ from crosslayer.models.adapters import adapter_for
 __all__ = ["PCA_FITS", "logit_entropy", "record_trajectories", "trajectory_pca", "with_final_norm"]
 
 
-def record_trajectories(model, input_ids, *, final_norm=False):
+def record_trajectories(model, input_ids, *, final_norm=False, noise=None):
     """``x^0 .. x^L`` of every token of one sequence.
 
     Parameters
@@ -28,6 +28,8 @@ def record_trajectories(model, input_ids, *, final_norm=False):
     final_norm : bool
         ``x^L`` after the final norm (the paper's; :func:`with_final_norm`) instead of the last
         block's raw output.
+    noise : (T, d) array_like, optional
+        Added to ``x^0`` as the first block sees it (paper Fig. 32); the rest follows from it.
 
     Returns
     -------
@@ -43,7 +45,12 @@ def record_trajectories(model, input_ids, *, final_norm=False):
 
     def before(layer):
         def hook(module, args, kwargs):
-            states[layer] = (args[0] if args else kwargs["hidden_states"])[0].detach().float().cpu()
+            hidden = args[0] if args else kwargs["hidden_states"]
+            if layer == 0 and noise is not None:
+                hidden = hidden + torch.as_tensor(noise, device=hidden.device, dtype=hidden.dtype)[None]
+                args, kwargs = ((hidden, *args[1:]), kwargs) if args else (args, {**kwargs, "hidden_states": hidden})
+            states[layer] = hidden[0].detach().float().cpu()
+            return (args, kwargs) if layer == 0 and noise is not None else None
         return hook
 
     def after(module, args, output):

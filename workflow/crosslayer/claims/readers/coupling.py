@@ -1,7 +1,8 @@
 """Paper 002's tables: what the coupling stage writes per model (``summarize_coupling``: prompts.tsv,
 steps.tsv, depthwise.tsv), the token-wise self coupling of each checkpoint's ``.coupling.npz`` in
 long form, the table over all models (``coupling_across_models``: models.tsv), and coupling beside
-each checkpoint's held-out loss (the evaluation stage's heldout.tsv).
+each checkpoint's held-out loss (the evaluation stage's heldout.tsv), and the embedding_noise stage's
+per-prompt cosines of each checkpoint (Fig. 32).
 
 Coupling is the negative mis-coupling in every table, as the stage writes it; the TSVs hold the
 configured ``coupling.metric`` and ``coupling.final_norm`` convention, the npz every metric (a
@@ -20,6 +21,7 @@ _TSV = "results/coupling/{model}/{name}.tsv"
 _NPZ = "results/coupling/{model}/step{step}.coupling.npz"
 _MODELS = "results/coupling/models.tsv"
 _HELDOUT = "results/evaluation/{model}/heldout.tsv"
+_NOISE = "results/embedding_noise/{model}/step{step}.tsv"
 _TRAJECTORY = ("lss_median", "ed_median", "lss_raw_median", "ed_raw_median")
 
 
@@ -109,6 +111,14 @@ def _over_training(root, model, steps):
     return coupling_and_loss(_tsv(root, model, "steps"), heldout)
 
 
+def _noise_prompts(root, model, steps):
+    """Per checkpoint, prompt, noise level and depth, the cosine of noisy and clean states (the
+    embedding_noise job's table, a step column added)."""
+    tables = [pd.read_csv(root / _NOISE.format(model=model, step=step), sep="\t") for step in steps]
+    return pd.concat([table.assign(step=step) for step, table in zip(steps, tables)], ignore_index=True)[
+        ["step", *tables[0].columns]]
+
+
 READERS = (
     Reader("coupling/prompts", "coupling", (_TSV.replace("{name}", "prompts"),), _prompts),
     Reader("coupling/prompt_trajectories", "coupling", (_TSV.replace("{name}", "prompts"),), _prompt_trajectories),
@@ -118,4 +128,5 @@ READERS = (
     Reader("coupling/across_models", "coupling", (_MODELS,), _across_models),
     Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
            also=("evaluation",)),
+    Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts),
 )
