@@ -37,3 +37,15 @@ def planned(workdir, *configfiles):
         finally:
             logger.removeHandler(run_info)
     return run_info.counts or {}
+
+
+def refusal(workdir, *configfiles):
+    """The message of the error a dry run of `configfiles` in `workdir` stops with while Snakemake
+    parses the workflow (an invalid config), in this process; None when it plans."""
+    from snakemake.exceptions import WorkflowError
+
+    try:
+        planned(workdir, *configfiles)
+    except WorkflowError as error:
+        return str(error)
+    return None

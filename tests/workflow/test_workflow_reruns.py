@@ -1,11 +1,13 @@
-"""The reduced pipeline (tests/configs/tiny.yaml) run for real: what a changed setting re-runs, a job
-that stops when Snakemake is killed, and a second run elsewhere writing the same bytes."""
+"""The reduced pipeline (tests/configs/tiny.yaml) run for real: what a changed setting re-runs (the
+plans from dry runs in this process, tests/plans.py; one from the command line), a job that stops
+when Snakemake is killed, and a second run elsewhere writing the same bytes."""
 
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from plans import planned
 from snakemake_runs import SNAKEMAKE, TINY, overlay, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -13,8 +15,8 @@ pytestmark = pytest.mark.workflow
 
 def test_changing_the_emergence_band_replans_only_the_across_papers_tables(tiny_run, tmp_path):
     change = overlay(tmp_path / "band.yaml", "across_papers: {band_sd: 2.0}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
-    assert jobs == {**ACROSS_JOBS, "all": 1}
+    jobs = planned(tiny_run, TINY, change)
+    assert jobs == ACROSS_JOBS
 
 
 def test_unchanged_config_plans_nothing(tiny_run):
@@ -27,7 +29,7 @@ def test_settings_that_cannot_change_results_replan_nothing(tiny_run, tmp_path):
     change = overlay(tmp_path / "speed.yaml", "dynamics: {chunk_mb: 17, threads: 1}\n"
                                               "coupling: {chunk_mb: 5, hold_mb: 1, threads: 1}\n"
                                               "alignment: {threads: 1}\ncontinuity: {threads: 1}\ntrain: {threads: 2}\n")
-    assert planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output) == {}
+    assert planned(tiny_run, TINY, change) == {}
 
 
 def _jobs_of(parent):
@@ -99,8 +101,7 @@ DOWNSTREAM = {**ACROSS_JOBS, "claims": 1}
 
 def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
     k2 = overlay(tmp_path / "k2.yaml", "alignment: {k: 2}")
-    result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), k2)
-    jobs = planned_jobs(result.output)
+    jobs = planned(tiny_run, TINY, k2)
     assert jobs == {
         "mlp_alignment": 8,
         "gated_alignment": 4,  # the SwiGLU model's steps: same k
@@ -110,13 +111,12 @@ def test_changing_k_replans_only_alignment_and_downstream(tiny_run, tmp_path):
         "plot_alignment": 2,
         "plot_alignment_overview": 1,
         **DOWNSTREAM,
-        "all": 1,
-    }, result.output[-3000:]
+    }
 
 
 def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(tiny_run, tmp_path):
     change = overlay(tmp_path / "gamma.yaml", "topology: {resolution_neg: 0.0}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    jobs = planned(tiny_run, TINY, change)
     assert jobs == {
         "detect_communities": 8,
         "topology_statistics": 8,
@@ -124,37 +124,36 @@ def test_changing_a_leiden_resolution_replans_only_communities_and_downstream(ti
         "plot_topology": 2,
         "plot_alignment_vs_boundary": 1,
         **DOWNSTREAM,
-        "all": 1,
     }
 
 
 def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run, tmp_path):
     change = overlay(tmp_path / "window.yaml", "coupling: {window: 5}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    jobs = planned(tiny_run, TINY, change)
     # a statistic over the stored arrays (issue 39): no Jacobian again, and the per-step tables stay
     assert jobs == {"summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
-                    "plot_coupling_models": 1, **DOWNSTREAM, "all": 1}
+                    "plot_coupling_models": 1, **DOWNSTREAM}
 
 
 def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):
     change = overlay(tmp_path / "erank.yaml", "continuity: {erank_power: 1}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    jobs = planned(tiny_run, TINY, change)
     assert jobs == {"continuity_statistics": 8, "summarize_continuity": 2, "continuity_table": 1,
                     "plot_continuity": 2, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
-                    **DOWNSTREAM, "all": 1}
+                    **DOWNSTREAM}
 
 
 def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):  # one job per run, its 2 seeds in turn
     change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
-    assert jobs == {"train_toy": 2, "summarize_toy": 1, "plot_toy": 1, "claims": 1, "all": 1}
+    jobs = planned(tiny_run, TINY, change)
+    assert jobs == {"train_toy": 2, "summarize_toy": 1, "plot_toy": 1, "claims": 1}
 
 
 def test_changing_the_ablation_steps_replans_only_the_ablations(tiny_run, tmp_path):
     change = overlay(tmp_path / "steps.yaml", "transformer_ablations: {steps: 8}")
-    jobs = planned_jobs(snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY), change).output)
+    jobs = planned(tiny_run, TINY, change)
     assert jobs == {"train_ablation": 4, "ablation_continuity": 4, "summarize_ablations": 1, "plot_ablations": 1,
-                    "claims": 1, "all": 1}
+                    "claims": 1}
 
 
 def test_a_run_finished_before_the_claims_stage_plans_only_the_claims(tiny_run, tmp_path):
@@ -164,5 +163,4 @@ def test_a_run_finished_before_the_claims_stage_plans_only_the_claims(tiny_run, 
     shutil.copytree(tiny_run, run, symlinks=True)
     for path in ("results/claims", "results/figures/claims"):
         shutil.rmtree(run / path)
-    jobs = planned_jobs(snakemake(run, "-n", "--cores", "2", "--configfile", str(TINY)).output)
-    assert jobs == {"claims": 1, "all": 1}
+    assert planned(run, TINY) == {"claims": 1}
