@@ -12,12 +12,15 @@ from rule_outputs import rule_figures
 from crosslayer.continuity.figures import (
     ABLATION_FIGURES,
     FIGURES,
+    TOY_DATASETS_FIGURES,
     TOY_FIGURES,
     AblationFigureInputs,
     ContinuityFigureInputs,
+    ToyDatasetsFigureInputs,
     ToyFigureInputs,
     load_ablation_inputs,
     load_figure_inputs,
+    load_toy_datasets_inputs,
     load_toy_inputs,
 )
 from crosslayer.continuity.plots import projection_colors
@@ -77,7 +80,8 @@ def labels(ax):
 
 @pytest.mark.parametrize(("smk", "rule", "table"), [("continuity.smk", "plot_continuity", FIGURES),
                                                      ("ablations.smk", "plot_ablations", ABLATION_FIGURES),
-                                                     ("toy.smk", "plot_toy", TOY_FIGURES)])
+                                                     ("toy.smk", "plot_toy", TOY_FIGURES),
+                                                     ("toy.smk", "plot_toy_datasets", TOY_DATASETS_FIGURES)])
 def test_each_figure_table_is_its_rules_figures_in_order(smk, rule, table):
     assert rule_figures(smk, rule) == list(table)
 
@@ -262,6 +266,48 @@ def test_ema_alignment_compares_each_gradient_average_of_the_ema_run(toy_figures
     assert labels(right) == ["raw gradient", "cumulative gradient", "EMA β = 0.9", "EMA β = 0.99"]
     for line, column in zip(right.get_lines(), ("G.align_v", "Gcum.align_v", "ema0.9.align_v", "ema0.99.align_v")):
         np.testing.assert_allclose(line.get_ydata(), of_run(toy.epochs, "res_tanh", column))
+
+
+# --------------------------------------------------------------------------- toy runs across image sets
+
+SETS = ["mnist", "svhn", "cifar100"]
+
+
+def datasets_table(seed):
+    """A results/toy/datasets.tsv of RUNS on SETS, but (cifar100, res_tanh), which is missing."""
+    rng = np.random.default_rng(seed)
+    rows = pd.DataFrame([(d, run) for d in SETS for run in RUNS if (d, run) != ("cifar100", "res_tanh")],
+                        columns=["dataset", "run"])
+    for metric, high in (("W.v1", 1), ("G.erank", 40)):
+        rows[metric] = rng.uniform(0, high, len(rows))
+        rows[f"{metric}_sd"] = rng.uniform(0, 0.05 * high, len(rows))
+    return rows
+
+
+def test_the_toy_datasets_loader_reads_the_table(tmp_path):
+    datasets_table(0).to_csv(tmp_path / "datasets.tsv", sep="\t", index=False)
+    got = load_toy_datasets_inputs(runs=RUNS, datasets=SETS, table=tmp_path / "datasets.tsv")
+    pd.testing.assert_frame_equal(got.table, datasets_table(0))
+    assert (got.runs, got.datasets) == (RUNS, SETS)
+
+
+def test_datasets_draws_continuity_against_gradient_rank_per_set_and_run():
+    table = datasets_table(1)
+    fig = TOY_DATASETS_FIGURES["datasets"](ToyDatasetsFigureInputs(runs=RUNS, datasets=SETS, table=table))
+    (ax,) = panels(fig)
+    points = [line for line in ax.get_lines() if line.get_marker() in ("o", "s", "^")]  # not the error bars' caps
+    assert len(points) == len(table)  # the missing pair is skipped
+    expected = table.set_index(["dataset", "run"])
+    drawn_at = {(line.get_marker(), mpl.colors.to_hex(line.get_color())): (line.get_xdata()[0], line.get_ydata()[0])
+                for line in points}
+    for i, run in enumerate(RUNS):  # colour: run; marker: image set
+        for marker, dataset in zip("os^", SETS):
+            if (dataset, run) in expected.index:
+                row = expected.loc[(dataset, run)]
+                assert drawn_at[(marker, mpl.colors.to_hex(f"C{i}"))] == pytest.approx((row["G.erank"], row["W.v1"]))
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == RUNS + SETS
+    assert ax.get_xlabel() == "effective rank of the gradient (last epoch)" and ax.get_ylim() == (0, 1)
+    plt.close(fig)
 
 
 # --------------------------------------------------------------------------- the transformer ablations

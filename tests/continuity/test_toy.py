@@ -82,6 +82,18 @@ def test_training_records_every_epoch_and_is_reproducible():
     assert train_toy(ToyConfig(width=16, depth=4, epochs=1, batch_size=32, seed=1), _data())[0][-1] != records[1]
 
 
+def test_input_width_and_class_count_follow_the_data():
+    # a CIFAR-100-shaped problem (3072 inputs, 100 classes): the model takes its shape from the arrays
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(600, 3072, generator=g)
+    y = torch.arange(600) % 100
+    config = ToyConfig(width=16, depth=3, epochs=2, batch_size=64)
+    records, status, model = train_toy(config, (x[:400], y[:400], x[400:], y[400:]))
+    assert (model.embed.in_features, model.head.out_features) == (3072, 100)
+    assert not status["diverged"] and [r["epoch"] for r in records] == [0, 1, 2]
+    assert np.isfinite(records[-1]["loss"]) and np.isfinite(records[-1]["W.v1"])
+
+
 def test_cumulative_gradient_is_the_sum_of_the_updates_direction():
     # plain SGD-like check: with Adam's first step, the cumulative gradient after one step is that step's gradient
     config = ToyConfig(width=8, depth=3, epochs=1, batch_size=1000)  # one mini-batch per epoch

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.continuity.toy_tables import epoch_table, final_table, stack_runs
+from crosslayer.continuity.toy_tables import datasets_table, epoch_table, final_table, stack_runs
 
 
 def _epochs(offset, n_epochs=3):
@@ -44,3 +44,14 @@ def test_epoch_table_per_run_and_epoch(runs):
     a2 = table[(table["run"] == "a") & (table["epoch"] == 2)].iloc[0]
     assert a2["W.v1"] == pytest.approx(0.21) and a2["W.v1_sd"] == pytest.approx(0.02 / 2**0.5)
     assert len(table) == 4 + 2 and np.isnan(table.loc[0, "Gcum.v1"])
+
+
+def test_datasets_table_is_the_final_table_of_each_set_stacked():
+    tables, statuses = [_epochs(0.0), _epochs(0.02)], [_status("a", 0), _status("a", 1)]
+    other = [_epochs(0.1), _epochs(0.12)]
+    table = datasets_table({"mnist": (tables, statuses), "cifar10": (other, statuses)}, ["a"])
+    assert list(table.columns[:3]) == ["dataset", "run", "seeds"]
+    assert table[["dataset", "run"]].values.tolist() == [["mnist", "a"], ["cifar10", "a"]]
+    final = final_table(stack_runs(tables, statuses), statuses, ["a"])
+    pd.testing.assert_frame_equal(table.iloc[:1, 1:].reset_index(drop=True), final)
+    assert table.loc[1, "W.v1"] == pytest.approx(0.41)

@@ -8,16 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from crosslayer.coupling.noise import (
-    NOISE_COLUMNS,
-    PROMPT_COLUMNS,
-    NoiseSettings,
-    cosines,
-    layer_cosines,
-    measure_noise,
-    noise_summary,
-    relative_noise,
-)
+from crosslayer.coupling.noise import NoiseSettings, cosines, layer_cosines, measure_noise, relative_noise
+from crosslayer.coupling.tables import NOISE_COLUMNS, NOISE_PROMPT_COLUMNS, noise_summary
 from tiny_checkpoints import save_checkpoint, text
 from tiny_families import tiny_model
 
@@ -86,7 +78,7 @@ def test_the_table_averages_each_plain_prompts_tokens_and_draws(tmp_path):
         out.write(json.dumps({"id": "c", "text": text(30), "variant": "cot", "source": "test"}) + "\n")
     settings = NoiseSettings(levels=(0.1, 1.0), draws=3, seed=4, max_tokens=6)
     table = measure_noise(manifest, settings, prompts=prompts)
-    assert list(table.columns) == PROMPT_COLUMNS
+    assert list(table.columns) == NOISE_PROMPT_COLUMNS
     n_layers = tiny_model("llama").config.num_hidden_layers
     assert len(table) == 2 * 2 * (n_layers + 1) and set(table["prompt"]) == {"p0", "p1"}
     assert table.groupby("prompt")["n"].first().to_dict() == {"p0": 3 * 6, "p1": 3 * 5}  # draws x tokens

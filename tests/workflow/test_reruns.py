@@ -18,7 +18,7 @@ DOC = ROOT / "docs" / "reruns.md"
 
 #: Jobs that train, download, build twins or read a whole checkpoint for SVDs or Jacobians: hours
 #: at paper scale (docs/benchmarks.md).
-EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "download_checkpoint",
+EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "train_toy_dataset", "download_checkpoint",
              "build_untrained", "register_checkpoint", "mlp_alignment", "gated_alignment", "block_jacobians",
              "block_coupling", "projection_continuity", "schur_surgery", "evaluate"}
 
@@ -147,6 +147,9 @@ CHANGES = {
     "toy.threads": 2,
     "toy.drift_runs": ["res_relu"],
     "toy.ema_run": "nores_none",
+    "toy.datasets.names": ["fashion_mnist"],
+    "toy.datasets.runs": ["res_relu"],
+    "toy.datasets.directory": "sets",
     "toy.runs": {"res_relu": {"activation": "gelu"}},  # merged into tiny.yaml's runs: this run changes
     "transformer_ablations.activate": False,
     "transformer_ablations.steps": 5,
@@ -200,8 +203,9 @@ CHANGES = {
     "plots.dpi": 70,
 }
 
-#: Keys that cannot change alone (the config would be refused), and the key changed with them.
-ALONG = {"dynamics.activate": ("topology.activate", False), "toy.data.source": ("toy.data.directory", "mnist")}
+#: Keys that cannot change alone (the config would be refused), and the keys changed with them.
+ALONG = {"dynamics.activate": {"topology.activate": False}, "toy.data.source": {"toy.data.directory": "mnist"},
+         "toy.datasets.names": {"toy.datasets.runs": ["res_relu"], "toy.datasets.directory": "sets"}}
 
 #: Keys not changed alone here, and why.
 STRUCTURAL = {
@@ -226,6 +230,7 @@ EXPENSIVE_KEYS = {
     "toy.ema_betas",
     "toy.erank_power",  # measured per epoch inside train_toy, which keeps no singular values (left as is)
     "toy.seeds",  # one job per run trains its seeds in turn: a changed list re-runs every run (issue 42)
+    "toy.datasets.names",  # its runs on the other image sets
     "benchmarks.activate",  # scores every model's last checkpoint: new jobs, none re-run
     "toy.runs", "transformer_ablations.steps", "transformer_ablations.checkpoints", "transformer_ablations.train.lr",
     "transformer_ablations.runs",
@@ -248,8 +253,8 @@ def schema_keys():
 
 
 def overlay(key, value):
-    """``{"a": {"b": value}}`` for ``a.b``, with the key that must change along with it (ALONG)."""
-    changes, out = [(key, value), *([ALONG[key]] if key in ALONG else [])], {}
+    """``{"a": {"b": value}}`` for ``a.b``, with the keys that must change along with it (ALONG)."""
+    changes, out = [(key, value), *ALONG.get(key, {}).items()], {}
     for dotted, leaf in changes:
         *parents, last = dotted.split(".")
         node = out
@@ -283,7 +288,8 @@ def render(reruns):
         lines.append(f"| `{key}` | — | {value} |")
     for key, jobs in reruns.items():
         shown = ", ".join(f"**{rule}**: {n}" if rule in EXPENSIVE else f"{rule}: {n}" for rule, n in sorted(jobs.items()))
-        value = f"`{_flow(CHANGES[key])}`" + (f" (and `{ALONG[key][0]}: {_flow(ALONG[key][1])}`)" if key in ALONG else "")
+        along = ", ".join(f"`{other}: {_flow(value)}`" for other, value in ALONG.get(key, {}).items())
+        value = f"`{_flow(CHANGES[key])}`" + (f" (and {along})" if along else "")
         lines.append(f"| `{key}` | {value} | {shown or 'nothing'} |")
     return "\n".join(lines) + "\n"
 

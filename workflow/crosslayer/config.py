@@ -14,7 +14,7 @@ __all__ = [
     "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
-    "check_model_sizes", "read_scores", "toy_settings", "ablation_settings", "across_papers_settings",
+    "check_model_sizes", "read_scores", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
     "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
     "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
@@ -144,6 +144,15 @@ def toy_settings(config, run):
     """The training settings of one toy run: the ``toy`` block's, with the run's changes."""
     toy = config["toy"]
     return {key: toy["runs"][run].get(key, toy[key]) for key in TOY_SETTINGS} | {"ema_betas": tuple(toy["ema_betas"])}
+
+
+def toy_image_sets(config):
+    """The image sets of the toy runs across data sets (the paper's Fig. 13), MNIST (``toy.data``)
+    first; none unless ``toy.datasets`` names other sets and runs (and the toy stage runs)."""
+    toy = config["toy"]
+    datasets = toy["datasets"]
+    wanted = toy["activate"] and toy["runs"] and datasets["names"] and datasets["runs"]
+    return ["mnist", *datasets["names"]] if wanted else []
 
 
 ABLATION_SWITCHES = {"activation": "silu", "residual": True, "norm": True}
@@ -306,6 +315,7 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
     if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
         raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
                          "or go)")
+    _check_toy_datasets(toy)
     known = dict(sizes or {})
     for name, cfg in config["models"].items():
         if cfg["source"] == "train":
@@ -560,6 +570,20 @@ def heldout_params(heldout):
     """prepare_heldout's settings of ``evaluation.heldout``: the source, and the dataset's only for
     ``source: dataset`` (the windows' settings belong to the per-checkpoint jobs)."""
     return {"source": heldout["source"], **({"dataset": heldout["dataset"]} if heldout["source"] == "dataset" else {})}
+
+
+def _check_toy_datasets(toy):
+    datasets = {"names": [], "runs": [], "directory": None, **toy.get("datasets", {})}
+    if not (toy["activate"] and toy["runs"]):
+        return
+    if unknown := [run for run in datasets["runs"] if run not in toy["runs"]]:
+        raise ValueError(f"toy.datasets.runs: {unknown} are not runs of toy.runs (each is trained on MNIST too)")
+    if datasets["names"] and not datasets["runs"]:
+        raise ValueError(f"toy.datasets.names: {datasets['names']} but toy.datasets.runs is empty: name the runs of "
+                         "toy.runs to train on them")
+    if datasets["names"] and not datasets["directory"]:
+        raise ValueError("toy.datasets.directory: needed for toy.datasets.names (torchvision's download root, or "
+                         "where the files are)")
 
 
 def mnist_params(data):

@@ -48,7 +48,7 @@ class Stage:
     ``models.<id>.analyses`` names, behind ``<name>.activate`` except alignment), ``all`` (every model
     of the run), ``trained`` (models the workflow trains), ``gated`` (models with a gated MLP in both
     the alignment and dynamics stages) or ``none`` (a stage of its own runs, behind ``<name>.activate``
-    and a non-empty ``<name>.runs``). ``tables`` are per model (``{model}``), ``summaries`` once per run;
+    and a non-empty ``<name>.runs``; toy_datasets: behind ``toy.datasets``). ``tables`` are per model (``{model}``), ``summaries`` once per run;
     ``figures`` per model, ``all_model_figures`` once, over all its models. ``category`` and
     ``subcategory`` (default: the model, or "all models") place its figures in the report.
     """
@@ -130,6 +130,9 @@ STAGES = (
     Stage("toy", "003", "the toy MLP grid (symmetry breaking)", "Continuity", "Toy ablations", models="none",
           figures=tuple(Figure(name, f"toy_{name}", path=f"results/figures/toy/{name}")
                         for name in ("over_epochs", "final", "drift", "ema_alignment"))),
+    Stage("toy_datasets", "003", "the toy MLP grid across image sets (gradient rank, Fig. 13)", "Continuity",
+          "Toy ablations", models="none", summaries=("results/toy/datasets.tsv",),
+          figures=(Figure("datasets", "toy_datasets", path="results/figures/toy/datasets"),)),
     Stage("transformer_ablations", "003", "the transformer ablations", "Continuity", "Transformer ablations",
           models="none",
           figures=(Figure("bars", "ablations_bars", path="results/figures/continuity/ablations"),

@@ -384,6 +384,14 @@ def get_toy_settings(wildcards):
     return cfg.toy_settings(config, wildcards.run)
 
 
+def get_toy_dataset_files(suffix):
+    """Every toy.datasets run's per-seed files ``seed<seed>.<suffix>`` on every image set, in set, run,
+    seed order (summarize_toy_datasets reads them so): MNIST's are the toy grid's own."""
+    toy = config["toy"]
+    return [f"results/toy/{'' if image_set == 'mnist' else image_set + '/'}{run}/seed{seed}.{suffix}"
+            for image_set in cfg.toy_image_sets(config) for run in toy["datasets"]["runs"] for seed in toy["seeds"]]
+
+
 def get_ablation_params(wildcards):
     settings = cfg.ablation_settings(config, wildcards.ablation)
     settings.pop("threads")
@@ -413,6 +421,8 @@ def stage_models(stage):
         return models_from("train")
     if stage.models == "gated":
         return gated_models()
+    if stage.name == "toy_datasets":  # a part of the toy block
+        return bool(cfg.toy_image_sets(config))
     return bool(config[stage.name]["activate"] and config[stage.name]["runs"])
 
 

@@ -2,10 +2,13 @@
 # turn (a toy seed trains in about a second: one process each would spend most of its time starting).
 TOY = config["toy"]
 TOY_RUNS = list(TOY["runs"])
+# Fig. 13: toy.datasets.runs again on other image sets, under results/toy/<set>/ (MNIST first; none: no figure)
+TOY_IMAGE_SETS = cfg.toy_image_sets(config)
 
 
 wildcard_constraints:
     run=one_of(TOY_RUNS),
+    image_set=one_of(TOY_IMAGE_SETS[1:]),
 
 
 # A localrule: torchvision downloads on the submit host (compute nodes often have no internet);
@@ -45,6 +48,36 @@ rule train_toy:
         erank_power=TOY["erank_power"],
     script:
         "../scripts/train_toy.py"
+
+
+# Like prepare_mnist: torchvision downloads on the submit host, then the arrays are read from its files.
+rule prepare_toy_dataset:
+    output:
+        npz="results/toy/{image_set}.npz",
+    log:
+        "logs/prepare_toy_dataset/{image_set}.log",
+    benchmark:
+        "benchmarks/prepare_toy_dataset/{image_set}.tsv"
+    localrule: True
+    conda:
+        "../../envs/toy.yaml"
+    params:
+        directory=TOY["datasets"]["directory"],
+    script:
+        "../scripts/prepare_toy_dataset.py"
+
+
+# The same training on another image set: input width and class count follow its arrays.
+use rule train_toy as train_toy_dataset with:
+    input:
+        data=rules.prepare_toy_dataset.output.npz,
+    output:
+        epochs=expand("results/toy/{{image_set}}/{{run}}/seed{seed}.epochs.tsv", seed=TOY["seeds"]),
+        status=expand("results/toy/{{image_set}}/{{run}}/seed{seed}.status.json", seed=TOY["seeds"]),
+    log:
+        "logs/train_toy/{image_set}/{run}.log",
+    benchmark:
+        "benchmarks/train_toy/{image_set}/{run}.tsv"
 
 
 rule summarize_toy:
@@ -92,3 +125,48 @@ rule plot_toy:
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_toy.py"
+
+
+rule summarize_toy_datasets:
+    input:
+        epochs=get_toy_dataset_files("epochs.tsv"),
+        status=get_toy_dataset_files("status.json"),
+    output:
+        table=report(
+            "results/toy/datasets.tsv",
+            caption="../report/toy_datasets_table.rst",
+            category="Continuity",
+            subcategory="Toy ablations",
+            labels={"table": "toy runs across image sets (Fig. 13)"},
+        ),
+    log:
+        "logs/summarize_toy_datasets.log",
+    benchmark:
+        "benchmarks/summarize_toy_datasets.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        image_sets=TOY_IMAGE_SETS,
+        runs=TOY["datasets"]["runs"],
+        seeds=TOY["seeds"],
+    script:
+        "../scripts/summarize_toy_datasets.py"
+
+
+rule plot_toy_datasets:
+    input:
+        table=rules.summarize_toy_datasets.output.table,
+    output:
+        **figure_outputs("toy_datasets"),
+    log:
+        "logs/plot_toy_datasets.log",
+    benchmark:
+        "benchmarks/plot_toy_datasets.tsv"
+    conda:
+        "../../envs/plots.yaml"
+    params:
+        image_sets=TOY_IMAGE_SETS,
+        runs=TOY["datasets"]["runs"],
+        dpi=config["plots"]["dpi"],
+    script:
+        "../scripts/plot_toy_datasets.py"

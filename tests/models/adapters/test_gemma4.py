@@ -149,7 +149,7 @@ def test_analyses_and_refusals(tmp_path):
     from crosslayer.stages import supported_stages
 
     adapter = adapter_for(GEMMA4["gemma4"]())
-    assert supported_stages(adapter.capabilities) == (("alignment", "dynamics", "topology"),
+    assert supported_stages(adapter.capabilities) == (("alignment", "dynamics", "embedding_noise", "topology"),
                                                       {"continuity": ["uniform_layers"], "coupling": ["own_attention"]})
     assert "change shape across layers" in adapter.limits
     assert not adapter.closed_form and adapter.token_input_width == 8

@@ -2,9 +2,10 @@
 :mod:`crosslayer.continuity.plots`. Each ``*_figure`` takes the inputs a ``load_*`` function read once
 and returns a matplotlib Figure; nothing here saves or picks a backend.
 
-Three tables ``{name: function}``, in output order, a name being the rule's output key:
+Four tables ``{name: function}``, in output order, a name being the rule's output key:
 :data:`FIGURES` (one model's checkpoints, rule ``plot_continuity``), :data:`TOY_FIGURES` (the toy MLP
-runs, ``plot_toy``) and :data:`ABLATION_FIGURES` (the transformer ablation runs, ``plot_ablations``).
+runs, ``plot_toy``), :data:`TOY_DATASETS_FIGURES` (toy runs across image sets, ``plot_toy_datasets``)
+and :data:`ABLATION_FIGURES` (the transformer ablation runs, ``plot_ablations``).
 """
 
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from crosslayer.continuity.plots import (
     plot_adjacent_cosines,
     plot_continuity_bars,
     plot_continuity_over_training,
+    plot_dataset_scatter,
     plot_run_bars,
     plot_run_metrics,
     plot_run_scatter,
@@ -33,7 +35,8 @@ from crosslayer.plotting import format_step
 __all__ = [
     "ContinuityFigureInputs", "load_figure_inputs", "bars_figure", "over_training_figure", "layers_figure",
     "pca_figure", "FIGURES", "ToyFigureInputs", "load_toy_inputs", "toy_over_epochs_figure", "toy_final_figure",
-    "toy_drift_figure", "toy_ema_alignment_figure", "TOY_FIGURES", "AblationFigureInputs", "load_ablation_inputs",
+    "toy_drift_figure", "toy_ema_alignment_figure", "TOY_FIGURES", "ToyDatasetsFigureInputs",
+    "load_toy_datasets_inputs", "toy_datasets_figure", "TOY_DATASETS_FIGURES", "AblationFigureInputs", "load_ablation_inputs",
     "ablation_bars_figure", "ablation_over_training_figure", "ABLATION_FIGURES",
 ]
 
@@ -285,6 +288,47 @@ TOY_FIGURES = {
     "drift": toy_drift_figure,
     "ema_alignment": toy_ema_alignment_figure,
 }
+
+
+# --------------------------------------------------------------------------- toy runs across image sets
+
+
+@dataclass(frozen=True)
+class ToyDatasetsFigureInputs:
+    """What the toy runs across image sets show (the paper's Fig. 13).
+
+    Attributes
+    ----------
+    runs, datasets : list of str
+        The runs (architectures) and image sets, in config order (MNIST first).
+    table : pandas.DataFrame
+        results/toy/datasets.tsv (:func:`crosslayer.continuity.toy_tables.datasets_table`).
+    """
+
+    runs: list
+    datasets: list
+    table: pd.DataFrame
+
+
+def load_toy_datasets_inputs(*, runs, datasets, table):
+    """Read the toy runs' table across image sets (``summarize_toy_datasets``)."""
+    return ToyDatasetsFigureInputs(runs=list(runs), datasets=list(datasets), table=pd.read_csv(table, sep="\t"))
+
+
+def toy_datasets_figure(inputs):
+    """Paper Fig. 13: weight continuity against the effective rank of the gradient at the last
+    epoch, one point per image set and run (colour: run, marker: image set)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
+    run_handles, dataset_handles = plot_dataset_scatter(ax, inputs.table, "G.erank", "W.v1", runs=inputs.runs,
+                                                        datasets=inputs.datasets)
+    ax.set(xlabel="effective rank of the gradient (last epoch)", ylabel="weight continuity $v_1$", ylim=(0, 1))
+    fig.legend(handles=[*run_handles, *dataset_handles], loc="outside right center", fontsize="small")
+    ax.set_title("toy MLP across image sets: continuity vs gradient rank (mean ± sd over seeds)", fontsize="medium")
+    return fig
+
+
+#: The ``plot_toy_datasets`` rule's figures, in output order.
+TOY_DATASETS_FIGURES = {"datasets": toy_datasets_figure}
 
 
 # --------------------------------------------------------------------------- the transformer ablation runs

@@ -5,13 +5,14 @@ the main artist; the workflow scripts build the figures and save them.
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from crosslayer.plotting import set_step_axis
 
 __all__ = [
     "CONTINUITY_SPACES", "projection_colors", "plot_continuity_bars", "plot_continuity_over_training",
     "plot_adjacent_cosines", "plot_trajectory_3d", "plot_runs_over_epochs", "plot_run_bars",
-    "plot_run_metrics", "plot_run_scatter",
+    "plot_run_metrics", "plot_run_scatter", "plot_dataset_scatter",
 ]
 
 
@@ -240,3 +241,42 @@ def plot_run_scatter(ax, final, x, y, *, colors):
         ax.annotate(run, (row[x], row[y]), fontsize="x-small", xytext=(3, 3), textcoords="offset points")
     ax.set(xlabel=x, ylabel=y)
     return points
+
+
+#: Markers of the image sets in :func:`plot_dataset_scatter`, in order.
+DATASET_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def plot_dataset_scatter(ax, table, x, y, *, runs, datasets):
+    """One point per image set and run: the mean over seeds of `y` against `x` with +- 1 sd error
+    bars where there are several seeds; colour = run, marker = image set (the paper's Fig. 13:
+    weight continuity against the gradient's effective rank, architectures across data sets).
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`crosslayer.continuity.toy_tables.datasets_table`.
+    runs, datasets : list of str
+        Colour and marker order; pairs absent from `table` or with no value are skipped.
+
+    Returns
+    -------
+    run_handles, dataset_handles : list of matplotlib.lines.Line2D
+        Legend entries: one per run (its colour), one per image set (its marker, in grey).
+    """
+    indexed = table.set_index(["dataset", "run"])
+    for i, run in enumerate(runs):
+        for j, dataset in enumerate(datasets):
+            if (dataset, run) not in indexed.index:
+                continue
+            row = indexed.loc[(dataset, run)]
+            if not np.isfinite([row[x], row[y]]).all():
+                continue
+            xerr, yerr = (np.nan_to_num(float(row.get(f"{m}_sd", np.nan))) for m in (x, y))
+            ax.errorbar(row[x], row[y], xerr=xerr, yerr=yerr, fmt=DATASET_MARKERS[j % len(DATASET_MARKERS)], ms=6,
+                        color=f"C{i}", capsize=2)
+    run_handles = [Line2D([], [], color=f"C{i}", marker="o", ls="", label=run) for i, run in enumerate(runs)]
+    dataset_handles = [Line2D([], [], color="0.4", marker=DATASET_MARKERS[j % len(DATASET_MARKERS)], ls="",
+                                        label=dataset) for j, dataset in enumerate(datasets)]
+    ax.set(xlabel=x, ylabel=y)
+    return run_handles, dataset_handles

@@ -1,9 +1,10 @@
 """The toy residual MLP of paper 003 (section 4, appendices C-F) and its training with continuity
 tracked on weights and gradients.
 
-Model: ``h = E x`` (``E``: 784 -> D, with bias), then ``depth`` layers ``h <- h + act(W_l n(h))``
-(``W_l`` D x D without bias; ``n`` = LayerNorm when ``layernorm`` else identity; without
-``residual``: ``h <- act(W_l n(h))``), then a linear head D -> 10. ``init_scale`` None keeps
+Model: ``h = E x`` (``E``: inputs -> D, with bias; 784 for MNIST, 3072 for the colour sets of
+Fig. 13), then ``depth`` layers ``h <- h + act(W_l n(h))`` (``W_l`` D x D without bias; ``n`` =
+LayerNorm when ``layernorm`` else identity; without ``residual``: ``h <- act(W_l n(h))``), then a
+linear head D -> classes (10 for MNIST; the data's largest label + 1). ``init_scale`` None keeps
 PyTorch's default (Kaiming-uniform) init of ``W_l``; a number draws ``W_l ~ N(0, init_scale^2)``.
 The radial activation acts on the norm only, ``act(h) = tanh(||h||) h / ||h||`` (ours: r = tanh),
 so it commutes with every rotation.
@@ -132,7 +133,8 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
     ----------
     config : ToyConfig
     data : tuple of torch.Tensor
-        ``(x_train (N, 784) float, y_train (N,) int64, x_test, y_test)``.
+        ``(x_train (N, inputs) float, y_train (N,) int64, x_test, y_test)``: the input width and
+        the class count follow the data.
     erank_power : {1, 2}
     progress : callable, optional
         Wraps the epoch iterator.
@@ -153,7 +155,8 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
     model : ToyMLP
     """
     torch.manual_seed(config.seed)
-    model = ToyMLP(config, n_in=data[0].shape[1]).to(device)
+    n_classes = int(max(data[1].max(), data[3].max())) + 1  # the data's labels are 0..classes - 1
+    model = ToyMLP(config, n_in=data[0].shape[1], n_out=n_classes).to(device)
     x_train, y_train, x_test, y_test = (t.to(device) for t in data)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
                                  eps=config.eps)
@@ -212,8 +215,8 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
 
 
 def as_tensors(arrays):
-    """``(x_train, y_train, x_test, y_test)`` tensors from uint8 MNIST arrays: pixels scaled to
-    [0, 1] (float32), labels int64."""
+    """``(x_train, y_train, x_test, y_test)`` tensors from uint8 image arrays (MNIST, or an image set
+    of :mod:`crosslayer.data.image_sets`): pixels scaled to [0, 1] (float32), labels int64."""
     x_train, y_train, x_test, y_test = (arrays[key] for key in ("x_train", "y_train", "x_test", "y_test"))
     return (torch.from_numpy(x_train.astype(np.float32) / 255), torch.from_numpy(y_train.astype(np.int64)),
             torch.from_numpy(x_test.astype(np.float32) / 255), torch.from_numpy(y_test.astype(np.int64)))

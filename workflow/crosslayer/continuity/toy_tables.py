@@ -2,12 +2,13 @@
 
 Each job's per-epoch table (:func:`crosslayer.continuity.toy.train_toy`) is stacked with its run and
 seed; ``final`` is the paper's Tables 1 and 3-5 shape: per run, mean and sd over seeds of the
-first backward pass's gradient continuity (epoch 0) and of the last epoch's metrics.
+first backward pass's gradient continuity (epoch 0) and of the last epoch's metrics;
+``datasets`` is that table per image set and run (the paper's Fig. 13).
 """
 
 import pandas as pd
 
-__all__ = ["FINAL_METRICS", "epoch_table", "final_table", "stack_runs"]
+__all__ = ["FINAL_METRICS", "datasets_table", "epoch_table", "final_table", "stack_runs"]
 
 #: Reported at the last epoch (``G0.*``: the gradient of the first backward pass, epoch 0).
 FINAL_METRICS = ("accuracy", *(f"{stack}.{m}" for stack in ("G0", "G", "W") for m in ("v1", "v2", "wa_v", "u1", "u2", "wa_u")),
@@ -45,3 +46,25 @@ def final_table(long, statuses, runs):
     table = status.join(table).reindex(runs)
     order = ["seeds", "diverged", "diverged_epochs"] + [c for m in metrics for c in (m, f"{m}_sd")]
     return table[order].reset_index()
+
+
+def datasets_table(parts, runs):
+    """The paper's Fig. 13 table: :func:`final_table` of each image set, stacked.
+
+    Parameters
+    ----------
+    parts : dict of str to (list of DataFrame, list of dict)
+        Image set -> each job's epoch table and status dict, as :func:`stack_runs` takes them.
+    runs : list of str
+        The runs trained on every set, in row order.
+
+    Returns
+    -------
+    DataFrame
+        ``dataset``, then :func:`final_table`'s columns (``run``, ``seeds``, ``diverged``, ...,
+        ``W.v1``, ``G.erank`` and their ``_sd``), one row per set and run.
+    """
+    tables = [final_table(stack_runs(tables, statuses), statuses, runs).assign(dataset=name)
+              for name, (tables, statuses) in parts.items()]
+    table = pd.concat(tables, ignore_index=True)
+    return table[["dataset", *(c for c in table.columns if c != "dataset")]]

@@ -436,7 +436,7 @@ FIGURES = {
 @dataclass(frozen=True, eq=False)
 class NoiseFigureInputs:
     """What the figure of the ``embedding_noise`` stage draws: the model and its ``noise.tsv``
-    (:data:`crosslayer.coupling.noise.NOISE_COLUMNS` with a ``step`` column)."""
+    (:data:`crosslayer.coupling.tables.NOISE_COLUMNS`)."""
 
     model: str
     table: pd.DataFrame

@@ -16,20 +16,15 @@ from tqdm import tqdm
 
 from crosslayer.config import check_max_tokens
 from crosslayer.coupling.checkpoint import context_length
+from crosslayer.coupling.tables import NOISE_PROMPT_COLUMNS
 from crosslayer.coupling.trajectories import record_trajectories
 from crosslayer.data.prompts import prompt_token_ids, read_prompts
 from crosslayer.errors import CheckpointError, naming_checkpoint
 from crosslayer.models.loading import load_model
 from crosslayer.settings import require_int
 
-__all__ = ["NOISE_COLUMNS", "PROMPT_COLUMNS", "NoiseSettings", "cosines", "layer_cosines", "measure_noise",
-           "noise_summary", "relative_noise"]
+__all__ = ["NoiseSettings", "cosines", "layer_cosines", "measure_noise", "relative_noise"]
 
-#: A checkpoint's table, one row per prompt, noise level and depth: the mean cosine over the prompt's
-#: tokens and the draws, its sd, how many.
-PROMPT_COLUMNS = ["prompt", "level", "layer", "cosine", "sd", "n"]
-#: A model's table over its checkpoints: per step, level and depth, the mean and sd over prompts.
-NOISE_COLUMNS = ["step", "level", "layer", "cosine", "sd", "n_prompts"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +84,7 @@ def measure_noise(manifest, settings=NoiseSettings(), *, prompts, device="cpu"):
     Returns
     -------
     pandas.DataFrame
-        :data:`PROMPT_COLUMNS`, one row per prompt, level and depth.
+        :data:`crosslayer.coupling.tables.NOISE_PROMPT_COLUMNS`, one row per prompt, level and depth.
 
     Raises
     ------
@@ -117,12 +112,5 @@ def measure_noise(manifest, settings=NoiseSettings(), *, prompts, device="cpu"):
                 "sd": values.std(-1, ddof=1).ravel() if values.shape[-1] > 1 else np.nan,
                 "n": values.shape[-1],
             }))
-    return pd.concat(frames, ignore_index=True)[PROMPT_COLUMNS]
+    return pd.concat(frames, ignore_index=True)[NOISE_PROMPT_COLUMNS]
 
-
-def noise_summary(tables):
-    """A model's :data:`NOISE_COLUMNS` from its checkpoints' :func:`measure_noise` tables
-    (``{step: table}``): each prompt counts once."""
-    rows = pd.concat([table.assign(step=step) for step, table in tables.items()], ignore_index=True)
-    out = rows.groupby(["step", "level", "layer"], sort=True)["cosine"].agg(["mean", "std", "size"]).reset_index()
-    return out.set_axis(NOISE_COLUMNS, axis=1)

@@ -246,7 +246,7 @@ def plot_noise_levels(ax, table, layers, *, styles=None, label=""):
     Parameters
     ----------
     table : pandas.DataFrame
-        One checkpoint's rows of :data:`crosslayer.coupling.noise.NOISE_COLUMNS`.
+        One checkpoint's rows of :data:`crosslayer.coupling.tables.NOISE_COLUMNS`.
     layers : dict of int -> str
         Depth -> its name in the legend.
     styles : dict of int -> dict, optional

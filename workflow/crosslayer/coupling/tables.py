@@ -17,8 +17,9 @@ from crosslayer.coupling.regularity import (unpack_symmetric, windowed_equidista
 from crosslayer.evaluation.tables import coupling_and_loss
 from crosslayer.npz import load_npz
 
-__all__ = ["across_models", "checkpoint_prompts", "fit_table", "layer_profile", "load_checkpoint", "prompt_groups",
-           "regularity_across_models", "subset_fits", "summarize_steps", "training_fits", "windowed_regularity"]
+__all__ = ["NOISE_COLUMNS", "NOISE_PROMPT_COLUMNS", "across_models", "checkpoint_prompts", "fit_table", "layer_profile",
+           "load_checkpoint", "noise_summary", "prompt_groups", "regularity_across_models", "subset_fits",
+           "summarize_steps", "training_fits", "windowed_regularity"]
 
 TOKEN_WISE = ("self", "fixed_input", "fixed_output")
 TRAJECTORY = ("lss", "ed", "lss_raw", "ed_raw")  # per-token statistics, x^L after / before the final norm
@@ -377,3 +378,19 @@ def fit_table(models):
     rows = [{"y": y_name, "x": x_name, "K": K, **_ols(y.to_numpy(float), x.to_numpy(float))}
             for y_name, y, x_name, x, K in pairs]
     return pd.DataFrame(rows).astype({"K": "Int64"})  # blank where the fit has no K
+
+
+#: The embedding_noise job's table (:func:`crosslayer.coupling.noise.measure_noise`), one row per
+#: prompt, noise level and depth: the mean cosine over the prompt's tokens and the draws, its sd, how many.
+NOISE_PROMPT_COLUMNS = ["prompt", "level", "layer", "cosine", "sd", "n"]
+#: A model's table over its checkpoints (:func:`noise_summary`): per step, level and depth, the mean
+#: and sd over prompts.
+NOISE_COLUMNS = ["step", "level", "layer", "cosine", "sd", "n_prompts"]
+
+
+def noise_summary(tables):
+    """A model's :data:`NOISE_COLUMNS` from its checkpoints' embedding_noise tables (``{step: table}``):
+    each prompt counts once."""
+    rows = pd.concat([table.assign(step=step) for step, table in tables.items()], ignore_index=True)
+    out = rows.groupby(["step", "level", "layer"], sort=True)["cosine"].agg(["mean", "std", "size"]).reset_index()
+    return out.set_axis(NOISE_COLUMNS, axis=1)
