@@ -432,7 +432,6 @@ FIGURES = {
 }
 
 
-
 @dataclass(frozen=True, eq=False)
 class NoiseFigureInputs:
     """What the figure of the ``embedding_noise`` stage draws: the model and its ``noise.tsv``

@@ -26,7 +26,6 @@ from crosslayer.settings import require_int
 __all__ = ["NoiseSettings", "cosines", "layer_cosines", "measure_noise", "relative_noise"]
 
 
-
 @dataclass(frozen=True)
 class NoiseSettings:
     """``levels``: noise norms relative to each token's embedding norm; ``draws``: noise draws per
@@ -113,4 +112,3 @@ def measure_noise(manifest, settings=NoiseSettings(), *, prompts, device="cpu"):
                 "n": values.shape[-1],
             }))
     return pd.concat(frames, ignore_index=True)[NOISE_PROMPT_COLUMNS]
-
