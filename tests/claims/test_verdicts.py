@@ -118,6 +118,10 @@ def test_the_first_page_embeds_the_matrix_and_links_each_verdict_to_its_figure(t
     assert "a: `holds <all_models.vs_score.png_>`__" in text  # coupling has no per-model vs_score
     assert text.endswith("The workflow's own description.")
     assert max(len(line) for line in text.splitlines()) < 1000  # docutils refuses long lines
+    # a per-model claim that no model's files could test has no model's figure to link
+    untested = table[table.subject == "a"].head(1).assign(subject=ALL_MODELS, verdict="not testable")
+    text = report_text(pd.concat([table, untested]), [CATALOGUE], png, "")
+    assert f"{ALL_MODELS}: not testable" in text and f"{ALL_MODELS}.adjacent_mean.png" not in text
 
 
 def test_figure_files_are_the_reports_link_targets():

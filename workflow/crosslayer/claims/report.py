@@ -10,7 +10,7 @@ defines for every report item.
 import base64
 from pathlib import Path
 
-from crosslayer.claims.verdicts import readings
+from crosslayer.claims.verdicts import ALL_MODELS, readings
 from crosslayer.stages import stage
 
 __all__ = ["report_text"]
@@ -47,7 +47,8 @@ def report_text(verdicts, catalogues, matrix_png, description):
     for catalogue in catalogues:
         out += [f"* **{catalogue.paper}** ({catalogue.title}): {lines[catalogue.paper]}"]
     out += ["", "Per claim (each verdict links to the figure that shows it)", "-" * 59, ""]
-    models = set(verdicts.loc[verdicts["scope"] == "model", "subject"])
+    # a model's own figure for a model; "all models" (a claim no model's files could test) is none
+    models = set(verdicts.loc[verdicts["scope"] == "model", "subject"]) - {ALL_MODELS}
     for catalogue in catalogues:
         for claim in catalogue.claims:
             rows = verdicts[verdicts["claim"] == claim.id]
