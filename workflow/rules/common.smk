@@ -388,8 +388,10 @@ def get_toy_dataset_files(suffix):
     """Every toy.datasets run's per-seed files ``seed<seed>.<suffix>`` on every image set, in set, run,
     seed order (summarize_toy_datasets reads them so): MNIST's are the toy grid's own."""
     toy = config["toy"]
-    return [f"results/toy/{'' if image_set == 'mnist' else image_set + '/'}{run}/seed{seed}.{suffix}"
-            for image_set in cfg.toy_image_sets(config) for run in toy["datasets"]["runs"] for seed in toy["seeds"]]
+    folders = {image_set: "results/toy" if image_set == "mnist" else f"results/toy/{image_set}"
+               for image_set in cfg.toy_image_sets(config)}
+    return [f"{folder}/{run}/seed{seed}.{suffix}"
+            for folder in folders.values() for run in toy["datasets"]["runs"] for seed in toy["seeds"]]
 
 
 def get_ablation_params(wildcards):
