@@ -49,3 +49,17 @@ def refusal(workdir, *configfiles):
     except WorkflowError as error:
         return str(error)
     return None
+
+
+def rule_params(workdir, rule, *configfiles):
+    """The params of `rule` as the workflow parses them for `configfiles` (those not computed per job):
+    what Snakemake compares with a finished job's to decide whether it re-runs."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.enums import Quietness
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL}, dryrun=True)) as api:
+        workflow = api.workflow(resource_settings=ResourceSettings(cores=2),
+                                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
+                                snakefile=ROOT / "Snakefile", workdir=Path(workdir))
+        return dict(workflow._workflow.get_rule(rule).params.items())  # no public API reads a rule's params

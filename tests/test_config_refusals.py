@@ -120,6 +120,19 @@ def test_cot_sources_in_the_prompt_set_pass(embedded):
         check_config(changed(embedded, coupling={"prompts": prompts}))
 
 
+def test_regularity_source_and_pooling_name_sources_of_the_prompt_set(embedded):
+    wikitext = {"label": "wikitext", "path": "Salesforce/wikitext", "split": "test", "field": "text", "pooled": False}
+    check_config(changed(embedded, coupling={"prompts": {"datasets": [wikitext]}, "regularity_source": "wikitext"}))
+    check_config(changed(embedded, coupling={"regularity_source": "corpus"}))
+    with pytest.raises(ValueError, match=r"^coupling\.regularity_source: 'wikitext' is not a source of the prompt "
+                                         r"set; choose all or one of \['file', 'corpus'\]"):
+        check_config(changed(embedded, coupling={"regularity_source": "wikitext"}))
+    alone = {"file": None, "corpus_paragraphs": 0, "cot": False, "datasets": [wikitext]}
+    with pytest.raises(ValueError, match=r"^coupling\.prompts\.datasets: every prompt source \(\['wikitext'\]\) has "
+                                         "pooled: false"):
+        check_config(changed(embedded, coupling={"prompts": alone}))
+
+
 # -- 5. prompts cut to more tokens than a model's context ------------------------------------------------
 
 

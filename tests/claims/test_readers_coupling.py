@@ -102,6 +102,17 @@ def test_prompts_are_the_per_prompt_coupling_one_row_per_K(run):
     assert set(trajectories.variant) == {"plain", "cot"}
 
 
+def test_the_prompt_readers_keep_only_the_pooled_prompts(run, tmp_path):
+    root, _ = run  # gsm8k as an unpooled source (the coupling suite's WikiText-2 prompts)
+    table = tsv(root, "prompts").assign(pooled=lambda t: t.source != "gsm8k")
+    folder = tmp_path / f"results/coupling/{MODEL}"
+    folder.mkdir(parents=True)
+    table.to_csv(folder / "prompts.tsv", sep="\t", index=False)
+    for name in ("coupling/prompts", "coupling/prompt_trajectories"):
+        frame = read(tmp_path, name)
+        assert set(frame.source) == {"arc"} and set(frame.prompt) == {"p0", "p2"} and "pooled" not in frame
+
+
 def test_steps_are_the_steps_table(run):
     root, _ = run
     pd.testing.assert_frame_equal(read(root, "coupling/steps"), tsv(root, "steps"))

@@ -64,12 +64,12 @@ def synthetic_checkpoint(seed, *, token_wise=True):
     return data
 
 
-def figure_inputs(*, token_wise=True, final_norm=True, seed=0):
+def figure_inputs(*, token_wise=True, final_norm=True, seed=0, unpooled=(), regularity_source="all"):
     checkpoints = [synthetic_checkpoint(seed + i, token_wise=token_wise) for i in range(len(STEPS))]
-    tables = summarize_steps(checkpoints, STEPS, metric=METRIC, window=3)
+    tables = summarize_steps(checkpoints, STEPS, metric=METRIC, window=3, unpooled=unpooled)
     return CouplingFigureInputs(model="m", steps=STEPS, checkpoints={0: checkpoints[0], 100: checkpoints[-1]},
                                 tables=tables, metric=METRIC, window=3, pca_fit="last", final_norm=final_norm,
-                                example_blocks=(1, 2))
+                                example_blocks=(1, 2), unpooled=tuple(unpooled), regularity_source=regularity_source)
 
 
 @pytest.fixture(scope="module")
@@ -199,7 +199,7 @@ def test_norms_draw_one_line_per_step_by_depth(figures, inputs):
     axes = figures["norms"].axes
     assert len(axes) == 5 and all(len(ax.lines) == len(STEPS) for ax in axes)
     assert axes[0].get_yscale() == "log" and axes[1].get_ylabel() == "windowed LSS (width 3)"
-    regularity = inputs.tables["regularity"].query("variant == 'plain' and step == 10")
+    regularity = inputs.tables["regularity"].query("source == 'all' and variant == 'plain' and step == 10")
     assert np.allclose(axes[0].lines[1].get_ydata(), regularity.norm_median)
     assert np.allclose(axes[2].lines[1].get_ydata(), regularity.eq_windowed_median, equal_nan=True)
     assert axes[2].get_ylabel() == "windowed equidistance (width 3)" and regularity.eq_windowed_median.notna().any()
@@ -263,7 +263,7 @@ def test_cot_draws_plain_and_cot_of_each_source_at_the_last_step(figures, inputs
 def test_fixed_depths_draws_three_depths_inside_the_window(figures, inputs):
     lss, ed = figures["fixed_depths"].axes
     assert [t.get_text() for t in lss.get_legend().get_texts()] == ["depth 1", "depth 2", "depth 3"]
-    part = inputs.tables["regularity"].query("variant == 'plain' and depth == 2")
+    part = inputs.tables["regularity"].query("source == 'all' and variant == 'plain' and depth == 2")
     assert np.allclose(ed.lines[1].get_ydata(), part.ed_windowed_median)
 
 
@@ -280,6 +280,31 @@ def test_prompt_length_places_each_prompt_of_the_last_step(figures, inputs):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["cot", "plain"]
     prompts = inputs.tables["prompts"].query("step == 100 and variant == 'plain'")
     assert np.allclose(ax.collections[1].get_offsets(), prompts[["n_tokens", "coupling_K4"]].to_numpy())
+
+
+def test_an_unpooled_source_is_left_out_of_the_pooled_figures_and_can_be_the_regularity_source():
+    # gsm8k as the suite's WikiText-2 prompts: measured, but not pooled; its tokens alone give Fig. 26
+    inputs = figure_inputs(unpooled=["gsm8k"], regularity_source="gsm8k")
+    drawn_figures = {name: FIGURES[name](inputs) for name in ("regularity", "singular_values", "prompt_length",
+                                                             "norms", "fixed_depths")}
+    arc = np.array(SOURCES) == "arc"
+    hist = drawn_figures["regularity"].axes[0]
+    tokens = (PLAIN & arc)[inputs.last["token_prompt"]]
+    values = inputs.last["lss"][tokens]
+    high = np.quantile(np.concatenate([inputs.checkpoints[0]["lss"][tokens], values]), 0.98)
+    assert hist.patches[1].get_path().vertices[:, 1].max() == np.histogram(np.clip(values, None, high), 40)[0].max()
+    sigma = drawn_figures["singular_values"].axes[1]
+    assert np.allclose(sigma.lines[0].get_ydata(), inputs.last["singular_values"][PLAIN & arc][0, :, 0])
+    (ax,) = drawn_figures["prompt_length"].axes
+    assert len(ax.collections[1].get_offsets()) == 1  # arc's one plain prompt
+    norms = drawn_figures["norms"]
+    assert "plain prompts of gsm8k" in norms.get_suptitle() and "gsm8k" in drawn_figures["fixed_depths"].get_suptitle()
+    gsm8k_tokens = (PLAIN & ~arc)[inputs.last["token_prompt"]]
+    assert np.allclose(norms.axes[0].lines[-1].get_ydata(), np.median(inputs.last["norms"][:, gsm8k_tokens], axis=1))
+    assert "of gsm8k" not in FIGURES["norms"](figure_inputs()).get_suptitle()
+    with pytest.raises(ValueError, match="coupling.regularity_source: 'mmlu' has no rows in the regularity table"):
+        FIGURES["norms"](figure_inputs(regularity_source="mmlu"))
+    plt.close("all")
 
 
 # --------------------------------------------------------------------------- over all models

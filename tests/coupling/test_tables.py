@@ -80,8 +80,8 @@ def test_prompt_and_step_tables_against_direct_means():
     assert np.allclose(profile.coupling, per_prompt[2:].mean(axis=0))
     profile = tables["profile"].query("step == 0 and source == 'gsm8k' and variant == 'plain' and K == 2")
     assert np.allclose(profile.coupling, per_prompt[1])
-    regularity = tables["regularity"].query("step == 0 and variant == 'plain'")
-    assert len(tables["regularity"]) == 2 * 2 * (L + 1) and len(regularity) == L + 1
+    regularity = tables["regularity"].query("step == 0 and source == 'all' and variant == 'plain'")
+    assert len(tables["regularity"]) == 2 * 3 * 2 * (L + 1) and len(regularity) == L + 1  # every group
     assert np.allclose(regularity.norm_median, np.median(data["norms"][:, :7], axis=1))
     assert np.allclose(regularity.norm_raw_median[:L], regularity.norm_median[:L])  # only x^L differs
     assert regularity.norm_raw_median.iloc[L] == pytest.approx(np.median(data["norm_last_raw"][:7]))
@@ -94,6 +94,31 @@ def test_prompt_and_step_tables_against_direct_means():
     assert regularity.lss_windowed_median.isna().tolist() == [True, False, False, True]
     assert row.ed_raw_q3 == pytest.approx(np.quantile(data["ed_raw"][7:], 0.75))
     assert table.ed_raw_median[3] == pytest.approx(np.median(data["ed_raw"][-5:]))
+
+
+def test_an_unpooled_source_has_its_own_rows_and_can_hold_the_regularity_table():
+    data = synthetic_checkpoint(0)  # arc, gsm8k plain; arc, gsm8k cot; tokens 3, 4, 2, 5
+    tables = summarize_steps([data], [0], metric="paper", window=3, unpooled=["gsm8k"])
+    assert tables["prompts"].pooled.tolist() == [True, False, True, False]
+    expected = checkpoint_prompts(data, metric="paper").coupling_K4
+    pooled = tables["steps"].query("source == 'all' and variant == 'plain' and K == 4").iloc[0]
+    assert pooled.n_prompts == 1 and pooled.coupling_mean == pytest.approx(expected[0])  # arc alone
+    assert pooled.lss_median == pytest.approx(np.median(data["lss"][:3]))
+    own = tables["steps"].query("source == 'gsm8k' and variant == 'plain' and K == 4").iloc[0]
+    assert own.coupling_mean == pytest.approx(expected[1])  # still tabled as its own source
+    M = -data["depthwise"][:, 0]  # paper
+    depthwise = tables["depthwise"].query("variant == 'cot' and K == 2 and layer == 0 and other == 2")
+    assert depthwise.coupling_mean.item() == pytest.approx(M[2, 0, 0, 2])  # arc's cot prompt alone
+    regularity = tables["regularity"]  # every group, as steps.tsv: all (arc alone here), arc, gsm8k
+    assert len(regularity) == 2 * 3 * 4
+    gsm8k = regularity.query("source == 'gsm8k' and variant == 'plain'")
+    assert np.allclose(gsm8k.norm_median, np.median(data["norms"][:, 3:7], axis=1))  # gsm8k's plain tokens
+    pooled = regularity.query("source == 'all' and variant == 'plain'")
+    assert np.allclose(pooled.norm_median, np.median(data["norms"][:, :3], axis=1))
+    default = summarize_steps([data], [0], metric="paper", window=3)
+    assert default["prompts"].pooled.all()
+    assert np.allclose(default["regularity"].query("source == 'all' and variant == 'plain'").norm_median,
+                       np.median(data["norms"][:, :7], axis=1))
 
 
 def test_fits_match_scipy_linregress():

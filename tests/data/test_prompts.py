@@ -95,6 +95,31 @@ def test_a_seeded_dataset_sample_spans_the_split_in_order_and_keeps_row_ids(tmp_
         collect_prompts(datasets=[{**spec, "n": 51}])
 
 
+def test_min_words_skips_blank_rows_and_headings_as_in_wikitext(tmp_path):
+    # WikiText-2's rows: blank lines, " = Heading = " lines and paragraphs
+    data = tmp_path / "wikitext"
+    data.mkdir()
+    texts = []
+    for i in range(30):
+        texts += ["", f" = Section {i} = \n", " ".join([f"w{i}"] * (5 + i)) + " \n"]
+    with open(data / "test.jsonl", "w") as out:
+        for text in texts:
+            out.write(json.dumps({"text": text}) + "\n")
+    spec = {"label": "wikitext", "path": str(data), "split": "test", "field": "text", "n": 4, "seed": 1,
+            "min_words": 20, "cache_dir": str(tmp_path / "cache")}
+    long_rows = [3 * i + 2 for i in range(15, 30)]  # the paragraphs of >= 20 words
+    picked = np.sort(np.random.default_rng(1).choice(long_rows, size=4, replace=False))
+    rows = collect_prompts(datasets=[spec])
+    assert [r["id"] for r in rows] == [f"wikitext:{i}" for i in picked]  # ids keep the dataset's row numbers
+    assert all(len(r["text"].split()) >= 20 and r["text"] == texts[int(r["id"][9:])].strip() for r in rows)
+    first = collect_prompts(datasets=[{**spec, "seed": None}])
+    assert [r["id"] for r in first] == [f"wikitext:{i}" for i in long_rows[:4]]
+    with pytest.raises(ValueError, match="'wikitext' has 15 rows of >= 20 words in split 'test', fewer than n = 16"):
+        collect_prompts(datasets=[{**spec, "n": 16}])
+    with pytest.raises(ValueError, match="'wikitext' row 0 .* is an empty prompt"):  # without min_words
+        collect_prompts(datasets=[{**spec, "min_words": None, "seed": None}])
+
+
 def test_a_long_chain_of_thought_prompt_keeps_its_suffix_when_cut():
     words = {}
 

@@ -105,6 +105,7 @@ CHANGES = {
     "coupling.token_wise.prompts": 1,
     "coupling.token_wise.tokens": 5,
     "coupling.window": 5,
+    "coupling.regularity_source": "corpus",
     "coupling.example_prompt": "The capital of Italy is",
     "coupling.example_blocks": [1, 3],
     "coupling.pca_prompts": 1,

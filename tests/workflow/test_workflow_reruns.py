@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from plans import planned
+from plans import planned, rule_params
 from snakemake_runs import SNAKEMAKE, TINY, overlay, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
@@ -133,6 +133,24 @@ def test_changing_the_trajectory_window_replans_only_the_coupling_stage(tiny_run
     # a statistic over the stored arrays (issue 39): no Jacobian again, and the per-step tables stay
     assert jobs == {"summarize_coupling": 2, "coupling_across_models": 1, "plot_coupling": 2,
                     "plot_coupling_models": 1, **DOWNSTREAM}
+
+
+def test_pooling_a_prompt_source_is_a_summarys_setting_that_re_measures_nothing(tiny_run, tmp_path):
+    # prepare_prompts (and so every block_coupling job after it) sees the same params either way;
+    # only the summaries and figures know which sources pool into source all
+    dataset = ("coupling: {{prompts: {{datasets: [{{label: wikitext, path: wt, split: test, field: text, n: 5, "
+               "min_words: 20, pooled: {}}}]}}}}")
+    pooled, unpooled = (overlay(tmp_path / f"{flag}.yaml", dataset.format(flag)) for flag in ("true", "false"))
+    assert rule_params(tiny_run, "prepare_prompts", TINY, pooled) == rule_params(tiny_run, "prepare_prompts", TINY,
+                                                                                 unpooled)
+    assert rule_params(tiny_run, "summarize_coupling", TINY, pooled)["unpooled"] == []
+    assert rule_params(tiny_run, "summarize_coupling", TINY, unpooled)["unpooled"] == ["wikitext"]
+    assert rule_params(tiny_run, "plot_coupling", TINY, unpooled)["unpooled"] == ["wikitext"]
+
+
+def test_the_regularity_source_replans_only_the_coupling_figures(tiny_run, tmp_path):
+    change = overlay(tmp_path / "source.yaml", "coupling: {regularity_source: corpus}")
+    assert planned(tiny_run, TINY, change) == {"plot_coupling": 2}
 
 
 def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tiny_run, tmp_path):

@@ -8,6 +8,7 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 import csv
 import math
 
+from crosslayer.prompt_checks import check_prompt_settings
 from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
 
 __all__ = [
@@ -308,8 +309,7 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
             read_scores(coupling["scores"], models=config["models"],
                         complete=not config.get("benchmarks", {}).get("activate", False))
-        _check_prompt_length(coupling)
-        _check_cot_sources(coupling.get("prompts", {}))
+        check_prompt_settings(coupling)
         _check_context(config, contexts)
     toy = config["toy"]
     if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
@@ -391,22 +391,6 @@ def check_model_entries(config):
                              "remove init, or that step")
 
 
-def _check_prompt_length(coupling):
-    """Token positions the coupling stage reads must lie inside prompts cut to
-    ``coupling.prompts.max_tokens`` (when set; else each prompt's length is checked in the job)."""
-    cut = coupling.get("prompts", {}).get("max_tokens")
-    if cut is None:
-        return
-    token = coupling.get("depthwise_token", -1)
-    if not -cut <= token < cut:
-        raise ValueError(f"coupling.depthwise_token: {token} lies outside every prompt, which "
-                         f"coupling.prompts.max_tokens cuts to {cut} tokens; choose from {-cut} to {cut - 1}")
-    token_wise = coupling.get("token_wise", {})
-    if token_wise.get("prompts") and token_wise.get("tokens", 0) > cut:
-        raise ValueError(f"coupling.token_wise.tokens: {token_wise['tokens']} is more than the {cut} tokens "
-                         "coupling.prompts.max_tokens leaves in a prompt; lower it or raise max_tokens")
-
-
 def _check_tokenizer(config, name, missing):
     """A read checkpoint without tokenizer files fails the first job of a stage that tokenizes text."""
     stages = [a for a in model_analyses(config, name) if a in TOKENIZING_STAGES]
@@ -419,30 +403,6 @@ def _check_tokenizer(config, name, missing):
                      f"{', '.join(stages)} stage(s) tokenize text with the checkpoint's own tokenizer: save it beside "
                      f"the weights (tokenizer.save_pretrained of that directory), or set models.{name}.analyses: "
                      f"{weight_only}")
-
-
-def _check_cot_sources(prompts):
-    """Each source ``coupling.prompts.cot`` names must give prompts: ``file`` a prompt file, ``corpus``
-    corpus paragraphs, any other name a dataset's label (else ``prepare_prompts`` refuses it, after
-    the models are trained)."""
-    cot = prompts.get("cot", False)
-    if cot is True or not cot:
-        return
-    labels = [spec.get("label") or spec.get("path") for spec in prompts.get("datasets", [])]
-    sources = ["file"] * bool(prompts.get("file")) + ["corpus"] * bool(prompts.get("corpus_paragraphs")) + labels
-    for source in cot:
-        if source in sources:
-            continue
-        if source == "file":
-            raise ValueError("coupling.prompts.cot: names file, but coupling.prompts.file is null (no prompt file): "
-                             "set coupling.prompts.file, or remove file from coupling.prompts.cot")
-        if source == "corpus":
-            raise ValueError("coupling.prompts.cot: names corpus (as the embedded default does), but "
-                             "coupling.prompts.corpus_paragraphs is 0 (no corpus prompts): set corpus_paragraphs "
-                             f"above 0, or set coupling.prompts.cot to sources of the prompt set {sources} (or false)")
-        raise ValueError(f"coupling.prompts.cot: {source!r} is not a source of the prompt set {sources}: no "
-                         f"coupling.prompts.datasets entry is labelled {source!r}; add one, or remove {source!r} "
-                         "from coupling.prompts.cot")
 
 
 def _check_context(config, contexts):

@@ -29,6 +29,7 @@ else:
 try:
     from crosslayer import config as cfg  # standard library only
     from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
+    from crosslayer.prompt_checks import unpooled_sources  # standard library only
     from crosslayer.stages import STAGES, stage  # standard library only
 except ImportError as err:
     raise WorkflowError(

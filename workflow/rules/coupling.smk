@@ -3,6 +3,9 @@
 # across models -> figures.
 COUPLING = config["coupling"]
 PROMPTS = COUPLING["prompts"]
+# sources measured for their own tables only (the WikiText-2 prompts of Fig. 26), never in source all;
+# which sources pool is a summary's setting, so prepare_prompts never sees it (no re-measurement)
+UNPOOLED = unpooled_sources(PROMPTS)
 
 
 # Hub datasets need the internet, so prompts are prepared where Snakemake runs, never on a node
@@ -21,7 +24,7 @@ rule prepare_prompts:
     conda:
         "../../envs/samples.yaml"
     params:
-        prompts=PROMPTS,
+        prompts={**PROMPTS, "datasets": [{k: v for k, v in spec.items() if k != "pooled"} for spec in PROMPTS["datasets"]]},
     script:
         "../scripts/prepare_prompts.py"
 
@@ -69,6 +72,7 @@ rule summarize_coupling:
         steps=get_model_steps,
         metric=COUPLING["metric"],
         window=COUPLING["window"],
+        unpooled=UNPOOLED,
     script:
         "../scripts/summarize_coupling.py"
 
@@ -128,6 +132,8 @@ rule plot_coupling:
         pca_fit=COUPLING["pca_fit"],
         final_norm=COUPLING["final_norm"],
         example_blocks=COUPLING["example_blocks"],
+        unpooled=UNPOOLED,
+        regularity_source=COUPLING["regularity_source"],
         dpi=config["plots"]["dpi"],
     script:
         "../scripts/plot_coupling.py"

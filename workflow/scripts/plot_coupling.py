@@ -13,5 +13,6 @@ params = snakemake.params
 inputs = load_figure_inputs(model=snakemake.wildcards.model, steps=params.steps, npz=snakemake.input.npz,
                             tables={name: snakemake.input[name] for name in params.tables}, metric=params.metric,
                             window=params.window, pca_fit=params.pca_fit, final_norm=params.final_norm,
-                            example_blocks=params.example_blocks)
+                            example_blocks=params.example_blocks, unpooled=params.unpooled,
+                            regularity_source=params.regularity_source)
 save_figures(FIGURES, inputs, snakemake.output, dpi=params.dpi)

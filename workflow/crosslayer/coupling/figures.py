@@ -59,6 +59,11 @@ class CouplingFigureInputs:
         Trajectories end after the final norm (unsuffixed columns) or before it (``_raw``).
     example_blocks : (int, int)
         First and last block of the |A| grids.
+    unpooled : tuple of str
+        Prompt sources left out of the pooled set (a dataset's ``pooled: false``): the figures that
+        read the checkpoints' arrays leave them out too, as the tables' source ``all`` does.
+    regularity_source : str
+        The prompt group of the figures by depth (``coupling.regularity_source``: ``all`` or a source).
     """
 
     model: str
@@ -70,6 +75,8 @@ class CouplingFigureInputs:
     pca_fit: str
     final_norm: bool
     example_blocks: tuple
+    unpooled: tuple = ()
+    regularity_source: str = "all"
 
     @property
     def shown(self):
@@ -99,7 +106,8 @@ class CouplingFigureInputs:
         return "" if self.final_norm else "_raw"
 
 
-def load_figure_inputs(*, model, steps, npz, tables, metric, window, pca_fit, final_norm, example_blocks):
+def load_figure_inputs(*, model, steps, npz, tables, metric, window, pca_fit, final_norm, example_blocks,
+                       unpooled=(), regularity_source="all"):
     """Read rule ``plot_coupling``'s inputs: the first and the last checkpoint and the summary tables.
 
     Parameters
@@ -110,7 +118,7 @@ def load_figure_inputs(*, model, steps, npz, tables, metric, window, pca_fit, fi
         One ``.coupling.npz`` per step, in the order of `steps`.
     tables : mapping of str -> path
         Table name -> its TSV (``summarize_coupling``).
-    metric, window, pca_fit, final_norm, example_blocks
+    metric, window, pca_fit, final_norm, example_blocks, unpooled, regularity_source
         As :class:`CouplingFigureInputs`.
 
     Returns
@@ -122,7 +130,8 @@ def load_figure_inputs(*, model, steps, npz, tables, metric, window, pca_fit, fi
     return CouplingFigureInputs(
         model=model, steps=steps, checkpoints={step: load_checkpoint(npz[steps.index(step)]) for step in shown},
         tables={name: pd.read_csv(path, sep="\t") for name, path in tables.items()}, metric=metric,
-        window=window, pca_fit=pca_fit, final_norm=final_norm, example_blocks=tuple(example_blocks))
+        window=window, pca_fit=pca_fit, final_norm=final_norm, example_blocks=tuple(example_blocks),
+        unpooled=tuple(unpooled), regularity_source=regularity_source)
 
 
 def _null_note(inputs):
@@ -145,8 +154,26 @@ def _plain_steps(inputs):
     return inputs.tables["steps"].query("source == 'all' and variant == 'plain'")
 
 
-def _plain_tokens(checkpoint):
-    return (np.array(checkpoint["variants"]) == "plain")[checkpoint["token_prompt"]]
+def _plain_prompts(inputs, checkpoint):
+    """The pooled plain prompts of a checkpoint's arrays (source ``all``, variant plain)."""
+    return (np.array(checkpoint["variants"]) == "plain") & ~np.isin(checkpoint["sources"], inputs.unpooled)
+
+
+def _regularity(inputs):
+    """The plain rows of ``coupling.regularity_source`` in the regularity table (a table written
+    before 2026-11-26 holds source ``all`` alone, without the column)."""
+    table, source = inputs.tables["regularity"], inputs.regularity_source
+    table = table[table.source == source] if "source" in table else table.iloc[: len(table) * (source == "all")]
+    if table.empty:
+        raise ValueError(f"coupling.regularity_source: {source!r} has no rows in the regularity table; choose all or "
+                         "a prompt source of the run (re-run summarize_coupling if its table predates the source)")
+    return table[table.variant == "plain"]
+
+
+def _regularity_prompts(inputs):
+    """Which prompts the figures by depth show, for titles."""
+    source = inputs.regularity_source
+    return "plain prompts" + ("" if source == "all" else f" of {source}")
 
 
 def _coupling_matrix(inputs, step):
@@ -238,7 +265,8 @@ def regularity_figure(inputs):
         values = {}
         for step in shown:
             data = inputs.checkpoints[step]
-            values[step] = data[name + raw][_plain_tokens(data) & np.isfinite(data[name + raw])]
+            tokens = _plain_prompts(inputs, data)[data["token_prompt"]]
+            values[step] = data[name + raw][tokens & np.isfinite(data[name + raw])]
         high = np.quantile(np.concatenate(list(values.values())), 0.98)
         for step in shown:
             axes[0, col].hist(np.clip(values[step], None, high), bins=40, histtype="step", lw=1.4,
@@ -259,14 +287,14 @@ def norms_figure(inputs):
     """Residual-stream norm, windowed LSS, equidistance and ED, and logit-lens entropy against depth,
     one line per step (Figs 26 and 30); a table without equidistance (written before it) says so."""
     raw, window = inputs.raw, inputs.window
-    regularity = _by_step(inputs.tables["regularity"], "depth", variant="plain")
+    regularity = _by_step(_regularity(inputs), "depth")
     fig, axes = plt.subplots(1, 5, figsize=(23, 4), layout="constrained")
     for ax, (column, label) in zip(axes, ((f"norm{raw}_median", "‖x^l‖ (median over tokens)"),
                                           (f"lss_windowed{raw}_median", f"windowed LSS (width {window})"),
                                           (f"eq_windowed{raw}_median", f"windowed equidistance (width {window})"),
                                           (f"ed_windowed{raw}_median", f"windowed ED (width {window})"),
                                           ("logit_entropy_median", "logit-lens entropy (nats)"))):
-        table = inputs.tables["regularity"]
+        table = _regularity(inputs)
         if column not in table or table[column].isna().all():
             ax.text(0.5, 0.5, "not in this run's files:\nre-run block_coupling", ha="center", va="center",
                     transform=ax.transAxes)
@@ -276,7 +304,8 @@ def norms_figure(inputs):
         ax.set(xlabel="depth l (0 = embeddings, L = last block output)", ylabel=label)
     axes[0].set_yscale("log")
     axes[0].legend(frameon=False, fontsize="x-small")
-    fig.suptitle(f"{inputs.model}: residual-stream norm and trajectory regularity by depth ({_x_last(inputs)})")
+    fig.suptitle(f"{inputs.model}: residual-stream norm and trajectory regularity by depth "
+                 f"({_regularity_prompts(inputs)}; {_x_last(inputs)})")
     return fig
 
 
@@ -366,7 +395,7 @@ def fixed_depths_figure(inputs):
     """Windowed LSS and ED over training at three depths, at 1/6, 1/2 and 5/6 of those where the window
     fits (Figs 27-29; the paper: blocks 5, 15, 30 of 36)."""
     raw = inputs.raw
-    plain = inputs.tables["regularity"].query("variant == 'plain'")
+    plain = _regularity(inputs)
     inside = sorted(set(plain.dropna(subset=[f"lss_windowed{raw}_median"]).depth))
     depths = sorted({inside[round(q * (len(inside) - 1))] for q in (1 / 6, 1 / 2, 5 / 6)}) if inside else []
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), layout="constrained")
@@ -377,7 +406,8 @@ def fixed_depths_figure(inputs):
         set_step_axis(ax, inputs.steps)
         ax.set(ylabel=f"{label} (width {inputs.window}, median over tokens)")
         ax.legend(frameon=False, fontsize="small")
-    fig.suptitle(f"{inputs.model}: trajectory regularity at fixed depths over training ({_x_last(inputs)})")
+    fig.suptitle(f"{inputs.model}: trajectory regularity at fixed depths over training "
+                 f"({_regularity_prompts(inputs)}; {_x_last(inputs)})")
     return fig
 
 
@@ -389,7 +419,7 @@ def singular_values_figure(inputs):
                              sharey=True)
     for ax, step in zip(axes[0], shown):
         data = inputs.checkpoints[step]
-        values = data["singular_values"][np.array(data["variants"]) == "plain"]  # (P, L, max K)
+        values = data["singular_values"][_plain_prompts(inputs, data)]  # (P, L, max K)
         for index in sorted({1, inputs.Ks[0], values.shape[-1]}):
             ax.plot(range(values.shape[1]), np.median(values[..., index - 1], axis=0), marker="o", ms=3,
                     label=f"σ_{index}")
@@ -406,6 +436,8 @@ def prompt_length_figure(inputs):
     colour per variant (Fig. 9, right)."""
     K_main, last_step = inputs.Ks[-1], inputs.steps[-1]
     prompts = inputs.tables["prompts"]
+    if "pooled" in prompts:  # as source all
+        prompts = prompts[prompts.pooled]
     fig, ax = plt.subplots(figsize=(6, 4.5), layout="constrained")
     for variant, part in prompts[prompts.step == last_step].groupby("variant"):
         ax.scatter(part.n_tokens, part[f"coupling_K{K_main}"], s=10, alpha=0.7, label=variant)

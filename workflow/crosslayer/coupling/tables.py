@@ -43,13 +43,14 @@ def _off_diagonal_mean(M):
     return (np.nansum(M, axis=(-2, -1)) - np.nansum(np.diagonal(M, axis1=-2, axis2=-1), axis=-1)) / (L * (L - 1))
 
 
-def checkpoint_prompts(data, *, metric):
-    """One row per prompt: id, source, variant, tokens, mean depth-wise coupling at every K (chosen
-    metric), median line-shape score and expodistance of its tokens (both conventions)."""
+def checkpoint_prompts(data, *, metric, unpooled=()):
+    """One row per prompt: id, source, variant, pooled (in source ``all``: :func:`prompt_groups`),
+    tokens, mean depth-wise coupling at every K (chosen metric), median line-shape score and
+    expodistance of its tokens (both conventions)."""
     m = data["metrics"].index(metric)
     coupling = -_off_diagonal_mean(data["depthwise"][:, m].astype(np.float64))  # (P, n_K)
     table = pd.DataFrame({"prompt": data["prompt_ids"], "source": data["sources"], "variant": data["variants"],
-                          "n_tokens": data["n_tokens"]})
+                          "pooled": ~np.isin(data["sources"], list(unpooled)), "n_tokens": data["n_tokens"]})
     for j, K in enumerate(data["Ks"]):
         table[f"coupling_K{K}"] = coupling[:, j]
     by_prompt = pd.DataFrame({"p": data["token_prompt"], **{name: data[name] for name in TRAJECTORY}}).groupby("p")
@@ -58,11 +59,14 @@ def checkpoint_prompts(data, *, metric):
     return table
 
 
-def prompt_groups(data):
-    """``{(source, variant): prompt mask}``: every variant over all sources (source ``all``) and
-    every source's own variants. Plain and chain-of-thought prompts are never pooled."""
+def prompt_groups(data, unpooled=()):
+    """``{(source, variant): prompt mask}``: every variant over all sources but the `unpooled` ones
+    (source ``all``) and every source's own variants. Plain and chain-of-thought prompts are never
+    pooled; an unpooled source (a dataset's ``pooled: false``, e.g. the WikiText-2 prompts of Fig.
+    26) is measured for its own tables only."""
     sources, variants = np.array(data["sources"]), np.array(data["variants"])
-    groups = {("all", v): variants == v for v in sorted(set(variants))}
+    pooled = ~np.isin(sources, list(unpooled))
+    groups = {("all", v): pooled & (variants == v) for v in sorted(set(variants[pooled]))}
     groups.update({(s, v): (sources == s) & (variants == v) for s in dict.fromkeys(sources)
                    for v in sorted(set(variants[sources == s]))})
     return groups
@@ -103,7 +107,7 @@ def windowed_regularity(data, *, width):
     return out
 
 
-def summarize_steps(checkpoints, steps, *, metric, window):
+def summarize_steps(checkpoints, steps, *, metric, window, unpooled=()):
     """Tables over training of one model, each prompt group apart (:func:`prompt_groups`).
 
     Parameters
@@ -114,6 +118,8 @@ def summarize_steps(checkpoints, steps, *, metric, window):
     metric : str
     window : int
         Width of the windowed statistics (:func:`windowed_regularity`).
+    unpooled : sequence of str
+        Sources left out of source ``all`` (:func:`prompt_groups`).
 
     Returns
     -------
@@ -123,7 +129,7 @@ def summarize_steps(checkpoints, steps, *, metric, window):
         and quartiles over tokens, ``_raw`` with x^L before the final norm); ``depthwise`` (step,
         variant, K, layer, other: mean and sd over prompts of the coupling of ``J^layer`` on the
         basis of ``other``); ``profile`` (step, source, variant, K, layer: Fig. 15); ``regularity``
-        (step, variant, depth: norm, windowed LSS, ED and equidistance, median over tokens, both conventions;
+        (step, source, variant, depth: norm, windowed LSS, ED and equidistance, median over tokens, both conventions;
         logit-lens entropy); ``tokenwise`` (step, pair, kind, K: mean coupling over off-diagonal
         token pairs of the first prompts).
     """
@@ -132,19 +138,19 @@ def summarize_steps(checkpoints, steps, *, metric, window):
     for step, data in zip(steps, checkpoints):
         m = data["metrics"].index(metric)
         M = -data["depthwise"][:, m].astype(np.float64)  # (P, n_K, L, L) coupling
-        prompts = checkpoint_prompts(data, metric=metric)
+        prompts = checkpoint_prompts(data, metric=metric, unpooled=unpooled)
         per_prompt.append(prompts.assign(step=step)[["step", *prompts.columns]])
         windows = windowed_regularity(data, width=window)
-        for (source, variant), chosen in prompt_groups(data).items():
+        for (source, variant), chosen in prompt_groups(data, unpooled).items():
             tokens = chosen[data["token_prompt"]]
             rows["steps"] += _step_rows(data, prompts[chosen], tokens, step=step, source=source, variant=variant)
             for j, K in enumerate(data["Ks"]):
                 profile = layer_profile(M[chosen, j]).mean(axis=0)
                 rows["profile"] += [{"step": step, "source": source, "variant": variant, "K": int(K), "layer": layer,
                                      "coupling": value} for layer, value in enumerate(profile)]
+            rows["regularity"] += _regularity_rows(data, windows, tokens, step=step, source=source, variant=variant)
             if source == "all":
                 rows["depthwise"] += _depthwise_rows(M[chosen], data["Ks"], step=step, variant=variant)
-                rows["regularity"] += _regularity_rows(data, windows, tokens, step=step, variant=variant)
         rows["tokenwise"] += _tokenwise_rows(data, m, step=step)
     return {"prompts": pd.concat(per_prompt, ignore_index=True),
             **{name: pd.DataFrame(table) for name, table in rows.items()}}

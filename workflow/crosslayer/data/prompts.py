@@ -7,7 +7,8 @@ Three sources, concatenated in this order, one file format for the later stages:
 * test prompts of benchmark datasets loaded with ``datasets`` (the paper: ARC, GSM8K, HellaSwag,
   MMLU, TruthfulQA, Winogrande; 200 each): the first ``n`` rows, or with a ``seed`` ``n`` rows drawn
   across the whole split (MMLU's ``all`` is sorted by subject: its first 200 rows are two subjects),
-  kept in dataset order.
+  kept in dataset order; with ``min_words`` only rows of at least that many words (WikiText's rows
+  include blank lines and section headings).
 
 With ``cot`` every prompt of the named sources (or of all, with ``True``) also appears with the
 zero-shot chain-of-thought suffix (:data:`COT_SUFFIX`) as variant ``cot``; the paper compares the
@@ -50,11 +51,16 @@ def _corpus_prompts(text_path, n, min_words):
 def _dataset_prompts(spec):
     texts = dataset_texts(spec["path"], name=spec.get("name"), split=spec["split"], revision=spec.get("revision"),
                           field=spec["field"], cache_dir=spec.get("cache_dir"), key="coupling.prompts.datasets")
-    label, n = spec.get("label") or spec["path"], spec["n"]
-    if len(texts) < n:
-        raise ValueError(f"dataset {label!r} has {len(texts)} rows in split {spec['split']!r}, fewer than n = {n}")
-    rows = range(n) if spec.get("seed") is None else np.sort(
-        np.random.default_rng(spec["seed"]).choice(len(texts), size=n, replace=False))
+    label, n, min_words = spec.get("label") or spec["path"], spec["n"], spec.get("min_words")
+    # with min_words, rows too short to be prompts (WikiText's blank lines and headings) are skipped
+    candidates = np.arange(len(texts)) if min_words is None else np.array(
+        [i for i, text in enumerate(texts) if len((text or "").split()) >= min_words], dtype=int)
+    if len(candidates) < n:
+        rows_of = "rows" if min_words is None else f"rows of >= {min_words} words"
+        raise ValueError(f"dataset {label!r} has {len(candidates)} {rows_of} in split {spec['split']!r}, "
+                         f"fewer than n = {n}")
+    rows = candidates[:n] if spec.get("seed") is None else np.sort(
+        np.random.default_rng(spec["seed"]).choice(candidates, size=n, replace=False))
     prompts = []
     for i in map(int, rows):  # ids keep the dataset's row number, so a prompt can be traced to its row
         text = (texts[i] or "").strip()
@@ -76,8 +82,9 @@ def collect_prompts(*, file=None, corpus=None, corpus_paragraphs=0, min_words=20
         The corpus text file; its first `corpus_paragraphs` paragraphs of at least `min_words`
         words are used.
     datasets : sequence of dict
-        ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``seed``, ``revision`` and
-        ``cache_dir`` (arguments of :func:`crosslayer.data.samples.dataset_texts`).
+        ``label``, ``path``, ``name``, ``split``, ``field``, ``n``, optional ``seed``, ``min_words``
+        (only rows of at least this many words), ``revision`` and ``cache_dir`` (arguments of
+        :func:`crosslayer.data.samples.dataset_texts`).
     cot : bool or sequence of str
         Add every prompt again with :data:`COT_SUFFIX` (variant ``cot``; the others ``plain``): all
         sources with ``True``, else those named (``file``, ``corpus`` or a dataset's label).

@@ -37,15 +37,23 @@ def _per_k(table, keys):
     return long.sort_values([*keys[:1], "K"], kind="stable").reset_index(drop=True)
 
 
+def _pooled_prompts(root, model):
+    """prompts.tsv's rows of the pooled set (source ``all``): a source with ``pooled: false`` (the
+    coupling suite's WikiText-2 prompts of Fig. 26) is not the set the claims are about."""
+    table = _tsv(root, model, "prompts")
+    return table[table.pooled].reset_index(drop=True) if "pooled" in table else table
+
+
 def _prompts(root, model, steps):
-    """Per checkpoint and prompt, the mean depth-wise coupling at each K (prompts.tsv, one row per K)."""
-    return _per_k(_tsv(root, model, "prompts"), ["step", "prompt", "source", "variant", "n_tokens"])
+    """Per checkpoint and pooled prompt, the mean depth-wise coupling at each K (prompts.tsv, one row
+    per K)."""
+    return _per_k(_pooled_prompts(root, model), ["step", "prompt", "source", "variant", "n_tokens"])
 
 
 def _prompt_trajectories(root, model, steps):
-    """Per checkpoint and prompt, the median line-shape score and expodistance of its tokens, x^L after
-    the final norm (unsuffixed, the paper's eq. 7) and before it (``_raw``) (prompts.tsv)."""
-    return _tsv(root, model, "prompts")[["step", "prompt", "source", "variant", "n_tokens", *_TRAJECTORY]]
+    """Per checkpoint and pooled prompt, the median line-shape score and expodistance of its tokens,
+    x^L after the final norm (unsuffixed, the paper's eq. 7) and before it (``_raw``) (prompts.tsv)."""
+    return _pooled_prompts(root, model)[["step", "prompt", "source", "variant", "n_tokens", *_TRAJECTORY]]
 
 
 def _steps(root, model, steps):
