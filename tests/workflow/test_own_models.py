@@ -10,9 +10,11 @@ The checkpoints are real: those the reduced pipeline trained and saved with save
 their tokenizer (conftest.tiny_run), copied out as a user's checkpoint directories. The runs overlay
 tiny.yaml's sizes on config/config.yaml (seconds per run, not minutes)."""
 
+import json
 import re
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -87,6 +89,7 @@ def own_models(workdir, models):
         sizes.pop(key)
     sizes["across_papers"] = {"Ks": None}  # coupling.Ks of the tiny sizes (config.yaml's 10 > d = 32)
     sizes["embedding_noise"] = {"activate": True, "levels": [0.1, 1.0], "draws": 1}  # off in config.yaml
+    sizes["coupling"].update(wikitext_prompts(workdir))
     own = yaml.safe_load(OWN.read_text())
     assert list(own["models"]) == own["run_models"] == ["my-model"]  # the example this test replaces
     own["models"], own["run_models"] = models, list(models)
@@ -94,6 +97,18 @@ def own_models(workdir, models):
     (workdir / "sizes.yaml").write_text(yaml.safe_dump(sizes))
     (workdir / "my_models.yaml").write_text(yaml.safe_dump(own))
     return [str(ROOT / "config" / "config.yaml"), str(workdir / "sizes.yaml"), str(workdir / "my_models.yaml")]
+
+
+def wikitext_prompts(workdir):
+    """A local dataset shaped as WikiText-2 (blank rows, headings, paragraphs) measured for the figures
+    by depth but not pooled, as the coupling suite's 100 WikiText-2 prompts of Fig. 26."""
+    rows = [text for i in range(6) for text in ("", f" = Heading {i} = \n", f"Paragraph {i} of the local text , " * 5)]
+    (workdir / "wikitext").mkdir(parents=True, exist_ok=True)
+    (workdir / "wikitext/test.jsonl").write_text("".join(json.dumps({"text": row}) + "\n" for row in rows))
+    dataset = {"label": "wikitext", "path": str(workdir / "wikitext"), "split": "test", "field": "text", "n": 3,
+               "seed": 0, "min_words": 20, "pooled": False, "cache_dir": str(workdir / "datasets_cache")}
+    tiny = yaml.safe_load(TINY.read_text())["coupling"]
+    return {"prompts": {**tiny["prompts"], "datasets": [dataset]}, "regularity_source": "wikitext"}
 
 
 def local(path, step, analyses=None):
@@ -110,7 +125,7 @@ def problems(text):
 def run(workdir, models):
     """Run the whole workflow on `models`; assert it finished cleanly; return the results folder."""
     result = snakemake(workdir, "--cores", "2", "--configfile", *own_models(workdir, models), check=False,
-                       timeout=600)
+                       timeout=600, env={"HF_DATASETS_OFFLINE": "1"})
     console = result.output
     assert result.returncode == 0, console[-6000:]
     found = {"console": problems(console)}
@@ -177,3 +192,14 @@ def test_a_final_checkpoint_with_every_analysis_beside_models_with_one_each(chec
                          ("coupling/models.tsv", "coupling"), ("topology/method_comparison.tsv", "topology")):
         assert set(pd.read_csv(results / table, sep="\t")["model"]) == {"full"} | ({f"only-{stage}"} & set(alone)), table
     assert set(pd.read_csv(results / "across_papers/models.tsv", sep="\t")["model"]) == {"full", *alone}
+    # the WikiText-like paragraphs: measured and tabled as their own source, left out of source all
+    prompts = pd.read_csv(results / "coupling/full/prompts.tsv", sep="\t")
+    drawn = np.sort(np.random.default_rng(0).choice(np.arange(2, 18, 3), size=3, replace=False))  # the paragraphs
+    assert prompts.query("source == 'wikitext'").prompt.unique().tolist() == [f"wikitext:{i}" for i in drawn]
+    assert not prompts.query("source == 'wikitext'").pooled.any() and prompts.query("source != 'wikitext'").pooled.all()
+    steps = pd.read_csv(results / "coupling/full/steps.tsv", sep="\t").query("variant == 'plain'")
+    pooled_plain = prompts.query("pooled and variant == 'plain' and step == 0")
+    assert (steps.query("source == 'all'").n_prompts == len(pooled_plain)).all()
+    assert (steps.query("source == 'wikitext'").n_prompts == 3).all()
+    regularity = pd.read_csv(results / "coupling/full/regularity.tsv", sep="\t")
+    assert {"all", "wikitext"} <= set(regularity.source)
