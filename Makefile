@@ -37,7 +37,7 @@ run: setup
 	$(BIN)/snakemake --report results/report.html
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25  # the slowest tests, to keep CI well inside 30 minutes
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not workflow"

@@ -2,6 +2,7 @@
 ``snakemake -n`` subprocess takes seconds): rule -> jobs."""
 
 import logging
+import signal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +21,19 @@ class _RunInfo(logging.Handler):
 
 
 def planned(workdir, *configfiles):
-    """Rule -> jobs a dry run plans in `workdir` (in this process: a fraction of a second each)."""
+    """Rule -> jobs a dry run plans in `workdir` (in this process: a fraction of a second each).
+
+    Snakemake's scheduler installs a SIGTERM handler that only flags a graceful stop, and leaves it
+    installed: the caller's is restored, else this process ignores SIGTERM afterwards (a pool worker
+    then never ends on ``Pool.terminate``, and the re-run table's fixture hung)."""
+    sigterm = signal.getsignal(signal.SIGTERM)
+    try:
+        return _planned(workdir, *configfiles)
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+
+
+def _planned(workdir, *configfiles):
     from snakemake.api import SnakemakeApi
     from snakemake.logging import logger
     from snakemake.settings.enums import Quietness

@@ -305,10 +305,14 @@ def reruns(tiny_run, tmp_path_factory):
     for key, value in CHANGES.items():
         (folder / f"{key}.yaml").write_text(yaml.safe_dump(overlay(key, value)))
         jobs.append((tiny_run, TINY, folder / f"{key}.yaml"))
-    # dry runs only read the run's files: two at a time, one per core
-    # spawned, not forked: a fork copies locks other threads hold (a worker hung on one once)
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
+    # dry runs only read the run's files: two at a time, one per core; spawned, not forked (a fork
+    # copies locks other threads hold), and closed, not terminated: the workers end on their own
+    pool = multiprocessing.get_context("spawn").Pool(2)
+    try:
         return dict(zip(CHANGES, pool.starmap(planned, jobs, chunksize=4)))
+    finally:
+        pool.close()
+        pool.join()
 
 
 def test_every_key_of_the_schema_is_changed_or_said_why_not():

@@ -19,6 +19,16 @@ def test_changing_the_emergence_band_replans_only_the_across_papers_tables(tiny_
     assert jobs == ACROSS_JOBS
 
 
+def test_a_plan_in_process_leaves_the_sigterm_handler_as_it_was(tmp_path):
+    # Snakemake's scheduler installs its own and keeps it: a process that planned ignored SIGTERM
+    # (the re-run table's pool workers then never ended, and the suite hung)
+    import signal
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert planned(tmp_path, TINY)  # a fresh directory: the whole run is planned
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 def test_unchanged_config_plans_nothing(tiny_run):
     result = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", str(TINY))
     assert planned_jobs(result.output) == {}, result.output[-3000:]
