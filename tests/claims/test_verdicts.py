@@ -116,7 +116,8 @@ def test_the_first_page_embeds_the_matrix_and_links_each_verdict_to_its_figure(t
     assert "gated vs plain: `holds <adjacent_mean_all_models.png_>`__" in text  # a group: the all-models figure
     assert "all models: not testable\n" in text  # no figure named for that claim
     assert "a: `holds <all_models.vs_score.png_>`__" in text  # coupling has no per-model vs_score
-    assert text.endswith("The workflow's own description.")
+    assert text.endswith("The workflow's own description.\n")  # one final newline, with or without its own
+    assert text == report_text(table, [CATALOGUE], png, "The workflow's own description.\n")
     assert max(len(line) for line in text.splitlines()) < 1000  # docutils refuses long lines
     # a per-model claim that no model's files could test has no model's figure to link
     untested = table[table.subject == "a"].head(1).assign(subject=ALL_MODELS, verdict="not testable")

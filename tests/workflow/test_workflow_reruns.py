@@ -1,6 +1,6 @@
 """The reduced pipeline (tests/configs/tiny.yaml) run for real: what a changed setting re-runs (the
 plans from dry runs in this process, tests/plans.py; one from the command line), a job that stops
-when Snakemake is killed, and a second run elsewhere writing the same bytes."""
+when Snakemake is killed. A second run elsewhere writing the same bytes: tests/workflow/test_module.py."""
 
 import shutil
 import subprocess
@@ -85,22 +85,6 @@ def test_a_job_stops_when_snakemake_is_killed_hard(tmp_path):
     assert bare.returncode != 0 and "IncompleteFilesException" in bare.output, bare.output[-2000:]
     snakemake(tmp_path, *command)
     assert (tmp_path / "results/train/tiny-gelu/loss.tsv").is_file()
-
-
-def test_a_second_run_elsewhere_writes_the_same_bytes(tiny_run, tmp_path):
-    # Another working directory, the same config: every file under results/ (trained weights,
-    # manifests, arrays, tables, graphs, PDF and PNG figures) byte for byte. Logs, benchmarks (times)
-    # and the stat caches (mtimes, in .crosslayer/) lie outside results/.
-    snakemake(tmp_path, "--cores", "2", "--configfile", str(TINY))
-
-    def results(root):
-        return sorted(p.relative_to(root) for p in (root / "results").rglob("*")  # the report: another test's
-                      if p.is_file() and p.name != "report.html")
-
-    assert results(tmp_path) == results(tiny_run)
-    differ = [str(p) for p in results(tiny_run) if (tiny_run / p).read_bytes() != (tmp_path / p).read_bytes()]
-    assert not differ
-    assert any(p.suffix == ".pdf" for p in results(tiny_run)) and any(p.suffix == ".gz" for p in results(tiny_run))
 
 
 #: What a change to any per-paper result of both models re-runs downstream in the across-papers stage.

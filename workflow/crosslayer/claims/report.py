@@ -54,7 +54,8 @@ def report_text(verdicts, catalogues, matrix_png, description):
             rows = verdicts[verdicts["claim"] == claim.id]
             cells = "; ".join(_cell(claim, r.subject, r.verdict, models) for r in rows.itertuples())
             out.append(f"* ``{claim.id}`` (section {claim.section}): {cells}")
-    return "\n".join(out) + "\n\n" + description
+    # one final newline: a module's source cache serves workflow.rst without its own
+    return "\n".join(out) + "\n\n" + description.rstrip("\n") + "\n"
 
 
 def _cell(claim, subject, verdict, models):
