@@ -24,7 +24,7 @@ from crosslayer.coupling.plots import (
     plot_trajectories_2d,
     plot_variant_profiles,
 )
-from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint
+from crosslayer.coupling.tables import TOKEN_WISE, load_checkpoint, prompt_groups
 from crosslayer.plotting import format_step, pick_steps, plot_depth_profile, set_step_axis
 
 __all__ = [
@@ -155,8 +155,9 @@ def _plain_steps(inputs):
 
 
 def _plain_prompts(inputs, checkpoint):
-    """The pooled plain prompts of a checkpoint's arrays (source ``all``, variant plain)."""
-    return (np.array(checkpoint["variants"]) == "plain") & ~np.isin(checkpoint["sources"], inputs.unpooled)
+    """The pooled plain prompts of a checkpoint's arrays: the tables' group (source ``all``, plain)."""
+    none = np.zeros(len(checkpoint["variants"]), dtype=bool)
+    return prompt_groups(checkpoint, inputs.unpooled).get(("all", "plain"), none)
 
 
 def _regularity(inputs):
