@@ -18,7 +18,6 @@ from crosslayer.config import (
     dataset_keys,
     local_checkpoints,
     model_steps,
-    read_scores,
     reference_step,
     resolve_checkpoints,
     train_settings,
@@ -541,18 +540,3 @@ def test_settings_default_to_what_the_stages_compute_and_name_the_key_otherwise(
                                 ("community_method", "signed_rb", "across_papers.community_method: 'signed_rb'")):
         with pytest.raises(ValueError, match=message):
             across_papers_settings(across_papers_config(**{key: value}))
-
-
-def test_score_table_errors_name_the_file_line_and_model(tmp_path):
-    path = tmp_path / "scores.csv"
-    path.write_text("model,score\na,41.5\nb,n/a\nc,12\n")
-    with pytest.raises(ValueError, match=r"line 3: score 'n/a' of model 'b' is not a number"):
-        read_scores(path, models=["a", "b"])
-    assert read_scores(path, models=["a", "c"]) == {"a": 41.5, "c": 12.0}
-    with pytest.raises(ValueError, match=r"no score for model\(s\) \['d'\]"):
-        read_scores(path, models=["a", "d"])
-    (tmp_path / "bad.csv").write_text("name,value\na,1\n")
-    with pytest.raises(ValueError, match="columns model,score"):
-        read_scores(tmp_path / "bad.csv", models=["a"])
-    with pytest.raises(ValueError, match="cannot read"):
-        read_scores(tmp_path / "missing.csv", models=["a"])

@@ -55,16 +55,30 @@ SIZES = {"m": {"n_layers": 6, "d_model": 128, "d_ff": 512}}
 def test_a_local_checkpoint_without_tokenizer_files_is_refused_when_a_stage_tokenizes(embedded):
     config = local(embedded)
     with pytest.raises(ValueError, match=r"^models\.m\.checkpoints: step 2 \(/ckpt/2\) holds no tokenizer files, and "
-                                         r"the coupling, dynamics, topology stage\(s\) tokenize text .* "
+                                         r"the coupling, dynamics, topology, evaluation stage\(s\) tokenize text .* "
                                          r"\(tokenizer\.save_pretrained .* set models\.m\.analyses: "
-                                         r"\['alignment', 'continuity'\]"):
+                                         r"\['alignment', 'continuity'\] and evaluation\.activate: false$"):
         check_config(config, sizes=SIZES, untokenized={"m": {2: "/ckpt/2"}})
     check_config(config, sizes=SIZES, untokenized={"m": {}})  # every step has one
+    # the fix the message proposed once (weight analyses only) is not enough: held-out loss tokenizes too
+    # (the probe: accepted, then failed 20 jobs later in heldout_loss)
+    with pytest.raises(ValueError, match=r"the evaluation stage\(s\) tokenize .* and evaluation\.activate: false$"):
+        check_config(local(embedded, analyses=["alignment", "continuity"]), sizes=SIZES,
+                     untokenized={"m": {2: "/ckpt/2"}})
+    with pytest.raises(ValueError, match=r"the evaluation, benchmarks stage\(s\) tokenize .* and evaluation\.activate: "
+                                         r"false and benchmarks\.activate: false$"):
+        check_config(changed(local(embedded, analyses=["alignment", "continuity"]), benchmarks={"activate": True}),
+                     sizes=SIZES, untokenized={"m": {2: "/ckpt/2"}})
     # the weight stages read no text: no tokenizer needed
-    check_config(local(embedded, analyses=["alignment", "continuity"]), sizes=SIZES, untokenized={"m": {2: "/ckpt/2"}})
-    weights_only = changed(config, dynamics={"activate": False}, topology={"activate": False},
-                           coupling={"activate": False})
+    weights_only = changed(local(embedded, analyses=["alignment", "continuity"]), evaluation={"activate": False})
     check_config(weights_only, sizes=SIZES, untokenized={"m": {2: "/ckpt/2"}})
+    weights_only = changed(config, dynamics={"activate": False}, topology={"activate": False},
+                           coupling={"activate": False}, evaluation={"activate": False})
+    check_config(weights_only, sizes=SIZES, untokenized={"m": {2: "/ckpt/2"}})
+    # an encoder's held-out loss is not measured: it reads no text there
+    encoder = {"m": ("bert", frozenset({"uniform_layers"}), "has no causal residual stream")}
+    check_config(local(embedded, analyses=["alignment", "continuity"]), sizes=SIZES, families=encoder,
+                 untokenized={"m": {2: "/ckpt/2"}})
 
 
 # -- 2. the across-papers coupling columns of a variant no prompt has ---------------------------------

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from crosslayer.data.corpus import read_articles
-from crosslayer.data.samples import corpus_paragraphs, dataset_texts, read_samples, write_samples
+from crosslayer.data.samples import corpus_paragraphs, dataset_texts, describe_source, read_samples, write_samples
 
 
 @pytest.fixture
@@ -44,6 +44,17 @@ def test_writing_no_texts_is_an_error_and_leaves_no_file(tmp_path):
     with pytest.raises(ValueError, match="no non-empty texts"):
         write_samples(["", " "], tmp_path / "texts.jsonl")
     assert not (tmp_path / "texts.jsonl").exists()
+
+
+def test_an_empty_text_set_names_its_key_and_dataset(tmp_path):
+    # the probe: an empty held-out dataset failed with "no non-empty texts to write", naming neither
+    settings = {"source": "dataset", "dataset": {"path": "Salesforce/wikitext", "name": "wikitext-2-raw-v1",
+                                                 "split": "test", "field": "text"}}
+    with pytest.raises(ValueError, match=r"^evaluation\.heldout\.dataset \('Salesforce/wikitext', config "
+                                         r"'wikitext-2-raw-v1', split 'test', field 'text'\): no non-empty texts to "
+                                         r"write \(2 rows, all empty or blank\)"):
+        write_samples(["", " "], tmp_path / "texts.jsonl", source=describe_source(settings, "evaluation.heldout"))
+    assert describe_source({"source": "corpus"}, "dynamics.samples") == "dynamics.samples.source: corpus"
 
 
 def test_corpus_paragraphs_are_the_lines_of_every_article(tmp_path):

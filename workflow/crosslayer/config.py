@@ -5,17 +5,17 @@ Errors are ``ValueError`` whose message starts with the config key, e.g.
 ``models.tiny-gelu.reference_step: 7 is not one of the model's steps [0, 10, 100]``.
 """
 
-import csv
-import math
+import os
 
 from crosslayer.prompt_checks import check_prompt_settings
+from crosslayer.score_file import read_scores
 from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
 
 __all__ = [
     "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
-    "check_model_sizes", "read_scores", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
+    "check_model_sizes", "read_scores", "scored_checkpoints", "tokenizing_stages", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
     "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
     "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
@@ -271,7 +271,7 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
                 f"models.{name}.analyses: {model_type} {limits}, so the {', '.join(other)} stage(s) cannot run on "
                 f"it; set models.{name}.analyses: {allowed}")
     for name, missing in (untokenized or {}).items():
-        _check_tokenizer(config, name, missing)
+        _check_tokenizer(config, name, missing, causal="causal" in (families or {}).get(name, (None, ("causal",)))[1])
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         analyses = cfg.get("analyses") or ANALYSES
@@ -307,7 +307,7 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         if coupling["window"] % 2 == 0:
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
         if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
-            read_scores(coupling["scores"], models=config["models"],
+            read_scores(coupling["scores"], models=models_for(config, "coupling"), checkpoints=scored_checkpoints(config),
                         complete=not config.get("benchmarks", {}).get("activate", False))
         check_prompt_settings(coupling)
         _check_context(config, contexts)
@@ -316,6 +316,7 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
                          "or go)")
     _check_toy_datasets(toy)
+    _check_benchmarks(config.get("benchmarks", {}))
     known = dict(sizes or {})
     for name, cfg in config["models"].items():
         if cfg["source"] == "train":
@@ -341,6 +342,17 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
             raise ValueError("across_papers.coupling_variant: cot, but coupling.prompts.cot is empty: no prompt has "
                              "the CoT variant, so every coupling column would be empty; set coupling.prompts.cot "
                              "(a list of prompt sources, or true for all), or across_papers.coupling_variant: plain")
+
+
+def scored_checkpoints(config):
+    """Coupling model -> ``[step, revision]`` of its last checkpoint, the one its coupling across models
+    is measured at and a score must be of; the revision only for hub models (None otherwise)."""
+    out = {}
+    for name in models_for(config, "coupling"):
+        entry = config["models"][name]
+        step = model_steps(entry)[-1]
+        out[name] = [step, resolve_checkpoints(entry)[step]["revision"] if entry["source"] == "hub" else None]
+    return out
 
 
 def across_papers_settings(config):
@@ -391,18 +403,27 @@ def check_model_entries(config):
                              "remove init, or that step")
 
 
-def _check_tokenizer(config, name, missing):
+def tokenizing_stages(config, model, *, causal=True):
+    """The stages that tokenize text with `model`'s own tokenizer: its analyses that do
+    (:data:`TOKENIZING_STAGES`), and held-out loss and benchmarks where they run (on a causal decoder:
+    an encoder's held-out loss is not measured)."""
+    stages = [a for a in model_analyses(config, model) if a in TOKENIZING_STAGES]
+    return stages + [s for s in ("evaluation", "benchmarks") if causal and config.get(s, {}).get("activate")]
+
+
+def _check_tokenizer(config, name, missing, causal=True):
     """A read checkpoint without tokenizer files fails the first job of a stage that tokenizes text."""
-    stages = [a for a in model_analyses(config, name) if a in TOKENIZING_STAGES]
+    stages = tokenizing_stages(config, name, causal=causal)
     if not missing or not stages:
         return
     (step, path), *others = sorted(missing.items())
     more = f" (and step(s) {[s for s, _ in others]})" if others else ""
     weight_only = [a for a in model_analyses(config, name) if a not in TOKENIZING_STAGES]
+    switches = [f"{s}.activate: false" for s in ("evaluation", "benchmarks") if s in stages]
     raise ValueError(f"models.{name}.checkpoints: step {step} ({path}) holds no tokenizer files{more}, and the "
                      f"{', '.join(stages)} stage(s) tokenize text with the checkpoint's own tokenizer: save it beside "
                      f"the weights (tokenizer.save_pretrained of that directory), or set models.{name}.analyses: "
-                     f"{weight_only}")
+                     f"{weight_only}" + "".join(f" and {switch}" for switch in switches))
 
 
 def _check_context(config, contexts):
@@ -476,34 +497,6 @@ def check_model_sizes(config, model, *, n_layers, d_model, d_ff):
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must not exceed the number of layers of {where}")
 
 
-def read_scores(path, *, models, complete=True):
-    """``{model: score}`` from a benchmark CSV with columns ``model`` and ``score``: the finite numeric
-    score of each model in `models` it has (other rows are ignored), and, when `complete`, of every one."""
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as err:
-        raise ValueError(f"coupling.scores: cannot read {path}: {err.strerror}") from None
-    if not rows or not {"model", "score"} <= set(rows[0]):
-        raise ValueError(f"coupling.scores: {path} needs a header with columns model,score")
-    scores = {}
-    for line, row in enumerate(rows, start=2):
-        if row["model"] in models:
-            try:
-                value = float(row["score"])
-            except (TypeError, ValueError):
-                value = math.nan
-            if not math.isfinite(value):
-                raise ValueError(f"coupling.scores: {path} line {line}: score {row['score']!r} of model "
-                                 f"{row['model']!r} is not a number")
-            scores[row["model"]] = value
-    missing = [m for m in models if m not in scores]
-    if missing and complete:
-        raise ValueError(f"coupling.scores: {path} has no score for model(s) {missing}; add a row per configured "
-                         "model (column model holds the id used under models:), or turn on benchmarks to score them")
-    return scores
-
-
 # The settings a data-preparing rule passes as params: only those its source reads, so that a key
 # of a source not selected (a dataset's path under an offline source) re-runs nothing downstream.
 
@@ -544,6 +537,25 @@ def _check_toy_datasets(toy):
     if datasets["names"] and not datasets["directory"]:
         raise ValueError("toy.datasets.directory: needed for toy.datasets.names (torchvision's download root, or "
                          "where the files are)")
+
+
+def _check_benchmarks(benchmarks):
+    """What the harness would refuse in the first job, from the config alone (the names it knows are
+    checked in ``onstart``, :func:`crosslayer.evaluation.tasks.check_task_names`)."""
+    if not benchmarks.get("activate"):
+        return
+    names = [task["task"] for task in benchmarks["tasks"]]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ValueError(f"benchmarks.tasks: {twice} named more than once; give each task once, with its shots and "
+                         "metric")
+    if "average" in names:
+        raise ValueError("benchmarks.tasks: 'average' is the name of the mean row of the score tables; rename the "
+                         "task")
+    include = benchmarks.get("include_path")
+    if include and not os.path.isdir(include):
+        raise ValueError(f"benchmarks.include_path: {include} is not a folder (of task YAML files)")
+    if not include and not benchmarks.get("builtin", True):
+        raise ValueError("benchmarks.builtin: false, but benchmarks.include_path is not set: no task can be found")
 
 
 def mnist_params(data):

@@ -9,10 +9,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from crosslayer.errors import CheckpointError
+from crosslayer.errors import CheckpointError, shorten
 
-__all__ = ["changed_checkpoint", "checkpoint_files", "first_changed_file", "is_racy", "read_manifest", "sha256",
-           "stat", "stat_cache_path", "write_json_atomically"]
+__all__ = ["changed_checkpoint", "checkpoint_files", "check_tokenizer_files", "first_changed_file", "is_racy",
+           "json_limit", "read_checkpoint_json", "read_manifest", "sha256", "stat", "stat_cache_path",
+           "TOKENIZER_JSON_FILES", "write_json_atomically"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,52 @@ def _read_stat_cache(path):
     except (OSError, ValueError):
         return {}
     return cache if isinstance(cache, dict) else {}
+
+
+#: The most bytes of a JSON file a checkpoint brings that are read whole: config.json, a shard index or
+#: tokenizer_config.json is kilobytes (a chat template included), a tokenizer.json tens of megabytes
+#: (Gemma 3's: 33 MB). A larger file is no such file, and would take gigabytes to parse.
+JSON_LIMITS = {"tokenizer.json": 64 * 2**20, "vocab.json": 64 * 2**20}
+JSON_LIMIT = 8 * 2**20
+
+#: The JSON files of a tokenizer that transformers reads, checked when a checkpoint is registered.
+TOKENIZER_JSON_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                        "added_tokens.json")
+
+def json_limit(name):
+    """The most bytes of the checkpoint JSON file called `name` that are read (:data:`JSON_LIMITS`)."""
+    return JSON_LIMITS.get(name, JSON_LIMIT)
+
+
+def read_checkpoint_json(path, *, model=None, revision=None):
+    """A JSON file of a checkpoint (config.json, a shard index, a tokenizer's), refused by name when it
+    is larger than :func:`json_limit` or does not parse.
+
+    Raises
+    ------
+    CheckpointError
+        Naming the model, revision and file; the parser's message cut to a few hundred characters.
+    """
+    path = Path(path)
+    context = {"model": model, "revision": revision, "file": path.name}
+    try:
+        size = path.stat().st_size
+        if size > json_limit(path.name):
+            raise CheckpointError(f"{size:,} bytes, more than a {path.name} has ({json_limit(path.name):,} at most): "
+                                  f"the file in {path.parent} is no {path.name}; re-save or re-download the "
+                                  "checkpoint", **context)
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: nested deeper than Python parses
+        raise CheckpointError(f"{path} is not valid JSON ({shorten(error)}): re-save or re-download the checkpoint",
+                              **context) from None
+
+
+def check_tokenizer_files(directory, *, model=None, revision=None):
+    """Each tokenizer JSON file in `directory` (:data:`TOKENIZER_JSON_FILES`) parses, within its size
+    bound: a malformed one is named when the checkpoint is registered, not jobs later."""
+    for name in TOKENIZER_JSON_FILES:
+        if (Path(directory) / name).is_file():
+            read_checkpoint_json(Path(directory) / name, model=model, revision=revision)
 
 
 def write_json_atomically(out_path, data):

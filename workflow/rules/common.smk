@@ -28,7 +28,7 @@ else:
     workflow.source_path("../scripts/_setup.py")
 try:
     from crosslayer import config as cfg  # standard library only
-    from crosslayer.files import changed_checkpoint, checkpoint_files  # standard library only
+    from crosslayer.files import changed_checkpoint, check_tokenizer_files, checkpoint_files  # standard library only
     from crosslayer.prompt_checks import unpooled_sources  # standard library only
     from crosslayer.stages import STAGES, stage  # standard library only
 except ImportError as err:
@@ -62,9 +62,11 @@ def local_models():
         from crosslayer.coupling.checkpoint import context_length
         from crosslayer.errors import CheckpointError
 
-        try:  # every step's config.json, so that none fails in a job instead
+        try:  # every step's config.json and tokenizer files, so that none fails in a job instead
             adapter, *_ = [checkpoint_adapter(path, model=name, revision=f"step{step}")
                            for step, path in cfg.local_checkpoints(entry).items()]
+            for step, path in cfg.local_checkpoints(entry).items():
+                check_tokenizer_files(path, model=name, revision=f"step{step}")
         except CheckpointError as err:
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
         geometry = adapter.geometry
@@ -148,10 +150,35 @@ onstart:
     if config["benchmarks"]["activate"] and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         import importlib.util
 
-        if importlib.util.find_spec("lm_eval") is None and any(
-                job.rule.name.endswith("evaluate") for job in workflow.dag.needrun_jobs()):
-            raise WorkflowError(f"Invalid config: benchmarks.activate asks for EleutherAI's lm-evaluation-harness, "
-                                f"which is not installed: {cfg.EVAL_EXTRA}")
+        if any(job.rule.name.endswith(("evaluate", "prepare_benchmarks")) for job in workflow.dag.needrun_jobs()):
+            if importlib.util.find_spec("lm_eval") is None:
+                raise WorkflowError(f"Invalid config: benchmarks.activate asks for EleutherAI's lm-evaluation-harness, "
+                                    f"which is not installed: {cfg.EVAL_EXTRA}")
+            from crosslayer.evaluation.tasks import check_task_names  # the harness's index: about 6 s
+
+            try:
+                check_task_names([task["task"] for task in config["benchmarks"]["tasks"]],
+                                 include_path=config["benchmarks"]["include_path"],
+                                 builtin=config["benchmarks"]["builtin"])
+            except ValueError as err:
+                raise WorkflowError(f"Invalid config: {err}") from None
+    # Likewise the image sets of toy.datasets that are not in its directory: torchvision downloads them.
+    if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method and any(
+            job.rule.name.endswith("prepare_toy_dataset") for job in workflow.dag.needrun_jobs()):
+        import importlib.util
+
+        from crosslayer.data.image_sets import missing_files
+
+        directory = config["toy"]["datasets"]["directory"]
+        missing = {name: files for name in config["toy"]["datasets"]["names"]
+                   if (files := missing_files(name, directory))}
+        if missing and importlib.util.find_spec("torchvision") is None:
+            name, files = next(iter(missing.items()))
+            raise WorkflowError(
+                f"Invalid config: toy.datasets.directory: {directory} lacks the files of {', '.join(missing)} "
+                f"(for {name}: {', '.join(files)}), and torchvision, which would download them there, is not "
+                "installed: put the files there in torchvision's layout, or install it (pip install -e '.[torchvision]' "
+                "in the clone)")
     # Likewise torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
     if (keys := cfg.torchvision_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         import importlib.util

@@ -107,6 +107,7 @@ rule coupling_across_models:
         models=models_for("coupling"),
         training_tokens={m: MODELS[m].get("training_tokens") for m in models_for("coupling")},
         subsets=COUPLING["fit_subsets"],
+        scored_checkpoints=cfg.scored_checkpoints(config) if COUPLING["scores"] else {},
         tasks=[task["task"] for task in config["benchmarks"]["tasks"]] if config["benchmarks"]["activate"] else [],
     script:
         "../scripts/coupling_across_models.py"

@@ -2,6 +2,7 @@ from _setup import start
 
 start(snakemake)
 
+from crosslayer.files import check_tokenizer_files
 from crosslayer.models.checkpoints import write_manifest
 
 model, revision, source = snakemake.wildcards.model, snakemake.params.revision, snakemake.params.source
@@ -9,6 +10,7 @@ if source == "local":  # every tensor, before any manifest; the workflow's own c
     from crosslayer.models.loading import check_tensors
 
     check_tensors(snakemake.params.directory, model=model, revision=revision)
+check_tokenizer_files(snakemake.params.directory, model=model, revision=revision)  # a malformed one named here
 write_manifest(
     snakemake.output.manifest,
     model=model,

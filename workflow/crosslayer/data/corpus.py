@@ -381,7 +381,7 @@ def save_tokenizer(name, out_dir, *, revision: str | None = None, cache_dir=None
     from transformers import AutoTokenizer
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, cache_dir=cache_dir)
+        tokenizer = AutoTokenizer.from_pretrained(name, revision=revision, cache_dir=cache_dir, trust_remote_code=False)
     except Exception as err:
         raise RuntimeError(
             f"cannot load tokenizer {name!r} (revision {revision!r}): {err}. Check corpus.tokenizer and that the hub "
@@ -423,7 +423,7 @@ def encode_corpus(text_path, tokenizer_dir, out_path) -> int:
     from transformers import AutoTokenizer
 
     articles = read_articles(text_path)
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False, local_files_only=True)
     eos = tokenizer.eos_token_id
     if eos is None:
         raise ValueError(f"tokenizer in {tokenizer_dir} has no EOS token to join articles with")
@@ -454,7 +454,7 @@ def heldout_texts(tokenizer_dir, tokens_path, *, fraction=EVAL_FRACTION):
     """
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False, local_files_only=True)
     tokens = np.load(tokens_path)
     tail = tokens[len(tokens) - int(len(tokens) * fraction):].astype(np.int64)
     cuts = np.flatnonzero(tail == tokenizer.eos_token_id)

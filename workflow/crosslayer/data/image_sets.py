@@ -19,7 +19,7 @@ import numpy as np
 
 from crosslayer.data.mnist import read_idx
 
-__all__ = ["IMAGE_SETS", "FILES", "N_CLASSES", "download_image_set", "load_image_set"]
+__all__ = ["IMAGE_SETS", "FILES", "N_CLASSES", "download_image_set", "load_image_set", "missing_files"]
 
 #: Image set -> (torchvision class, its extra arguments).
 TORCHVISION = {
@@ -62,7 +62,7 @@ def download_image_set(name, directory):
     """Download both splits of image set `name` with torchvision into `directory` (its download
     root); files already there are kept. A failure says which files to put where instead."""
     _check_name(name)
-    if not _missing(name, directory):
+    if not missing_files(name, directory):
         return  # present (downloaded before, or put there by hand): torchvision is not needed
     try:
         import torchvision.datasets
@@ -80,7 +80,8 @@ def download_image_set(name, directory):
                            f"put the files {_file_list(name)} there (torchvision's layout) and run again") from err
 
 
-def _missing(name, directory):
+def missing_files(name, directory):
+    """The files of image set `name` (:data:`FILES`, both splits) not in `directory`."""
     root = Path(directory)
     return [path for paths in FILES[name].values() for path in paths
             if not (root / path).is_file() and not (path.endswith("ubyte") and (root / f"{path}.gz").is_file())]
@@ -149,7 +150,7 @@ def load_image_set(name, directory):
     """
     _check_name(name)
     root = Path(directory)
-    if missing := _missing(name, root):
+    if missing := missing_files(name, root):
         raise FileNotFoundError(f"{name}: {', '.join(missing)} not found in {root}; let the workflow download it "
                                 f"with torchvision, or put the files {_file_list(name)} there (torchvision's layout)")
     out = []

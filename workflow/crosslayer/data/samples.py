@@ -18,7 +18,7 @@ from pathlib import Path
 from crosslayer.config import DATASETS_EXTRA
 from crosslayer.data.corpus import read_articles
 
-__all__ = ["SAMPLE_SOURCES", "corpus_paragraphs", "dataset_texts", "write_samples", "read_samples"]
+__all__ = ["SAMPLE_SOURCES", "corpus_paragraphs", "dataset_texts", "describe_source", "write_samples", "read_samples"]
 
 SAMPLE_SOURCES = ("corpus", "dataset")
 
@@ -74,9 +74,10 @@ def dataset_texts(path, *, name=None, split="train", revision=None, field="text"
     return list(data[field])
 
 
-def write_samples(texts, out_path):
+def write_samples(texts, out_path, *, source="the text set"):
     """Write the texts, stripped, as JSON lines with their index in ``texts``, empty ones left out;
-    returns how many were written."""
+    returns how many were written. `source` (the config key and what it names) is named when every
+    text is empty."""
     n = 0
     with open(out_path, "w", encoding="utf-8") as out:
         for i, text in enumerate(texts):
@@ -86,8 +87,20 @@ def write_samples(texts, out_path):
                 n += 1
     if n == 0:
         Path(out_path).unlink()
-        raise ValueError("no non-empty texts to write")
+        raise ValueError(f"{source}: no non-empty texts to write ({len(texts)} rows, all empty or blank): choose "
+                         "another dataset, split or field")
     return n
+
+
+def describe_source(settings, key):
+    """How a text set's settings (``source`` and ``dataset``) are named in errors, e.g.
+    ``evaluation.heldout.dataset ('Salesforce/wikitext', config 'wikitext-2-raw-v1', split 'test',
+    field 'text')``."""
+    if settings["source"] != "dataset":
+        return f"{key}.source: {settings['source']}"
+    data = settings["dataset"]
+    return (f"{key}.dataset ({data['path']!r}, config {data.get('name')!r}, split {data.get('split', 'train')!r}, "
+            f"field {data.get('field', 'text')!r})")
 
 
 def read_samples(path):

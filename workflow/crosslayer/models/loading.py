@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from crosslayer.errors import CheckpointError
+from crosslayer.errors import CheckpointError, shorten
 from crosslayer.models.adapters import adapter_for
 from crosslayer.models.weights import WEIGHT_FILES, tensor_shapes
 
@@ -80,7 +80,7 @@ def check_tensors(path, *, model=None, revision=None):
         with torch.device("meta"):
             built = _build(config, causal)
     except Exception as err:  # a family without an adapter, a config transformers cannot build
-        raise CheckpointError(f"cannot build the model from config.json: {err}", **context, file=str(path)) from err
+        raise CheckpointError(f"cannot build the model from config.json: {shorten(err)}", **context, file=str(path)) from err
     if not (getattr(config, ABLATION_KEY, None) or {}).get("norm", True):
         drop_norms(built)
     stored = tensor_shapes(path, **context)
@@ -166,7 +166,7 @@ def load_model(manifest, *, device="cpu", tokenizer=True):
 
     path, context = manifest["path"], {"model": manifest["model"], "revision": manifest.get("revision")}
     try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=False)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False, local_files_only=True)
         if not adapter_for(config).causal:  # before any weight is read, as is a family without an adapter
             raise NotImplementedError(
                 f"{config.model_type} has no causal residual stream: only the weight analyses (alignment, "
@@ -178,7 +178,7 @@ def load_model(manifest, *, device="cpu", tokenizer=True):
     except (NotImplementedError, _Ablated) as err:
         raise CheckpointError(str(err), **context, file=path) from err
     except Exception as err:  # unsupported or broken checkpoint: say which
-        raise CheckpointError(f"cannot load the model: {err}", **context, file=path) from err
+        raise CheckpointError(f"cannot load the model: {shorten(err)}", **context, file=path) from err
     _check_loading_info(info, context=context, file=weight_file(path))
     return model.to(device).eval(), (_load_tokenizer(path, context) if tokenizer else None)
 
@@ -230,9 +230,9 @@ def _load_tokenizer(path, context):
     if not any((Path(path) / name).is_file() for name in TOKENIZER_FILES):
         return None
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
     except Exception as err:
-        raise CheckpointError(f"cannot load the tokenizer: {err}", **context, file=path) from err
+        raise CheckpointError(f"cannot load the tokenizer: {shorten(err)}", **context, file=path) from err
     if len(tokenizer) == 0:
         raise CheckpointError("the tokenizer has an empty vocabulary", **context, file=path)
     return tokenizer

@@ -329,7 +329,7 @@ def train_model(tokens_path, tokenizer_dir, out_dir, config: TrainConfig, *, thr
     torch.set_num_threads(threads)
     retain_freed_memory()  # 15-40% faster steps on 2 cores
     started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, trust_remote_code=False, local_files_only=True)
     train_tokens, eval_tokens = _split_tokens(tokens_path, tokenizer_dir, len(tokenizer), c.context)
     n_windows = min(c.eval_windows, len(eval_tokens) // (c.context + 1))
     eval_batch = eval_tokens[: n_windows * (c.context + 1)].view(n_windows, c.context + 1).to(c.device)

@@ -50,9 +50,9 @@ def build_untrained(source_dir, out_dir, *, seed, model=None):
     if not (source_dir / "config.json").is_file():
         raise CheckpointError(f"no config.json in {source_dir}: cannot build the untrained twin", model=model,
                               revision="init", file=str(source_dir / "config.json"))
-    config = transformers.AutoConfig.from_pretrained(source_dir)
+    config = transformers.AutoConfig.from_pretrained(source_dir, trust_remote_code=False, local_files_only=True)
     torch.manual_seed(seed)
-    built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    built = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32, trust_remote_code=False)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     try:  # a failed save (a full disk) leaves neither a partial twin nor the temporary directory behind

@@ -11,13 +11,13 @@ Example
 ...     up, down = reader.mlp(3)
 """
 
-import json
 import logging
 from pathlib import Path
 
 import torch
 
-from crosslayer.errors import CheckpointError
+from crosslayer.errors import CheckpointError, shorten
+from crosslayer.files import read_checkpoint_json
 from crosslayer.models.adapters import ADAPTERS, SUPPORTED_MODEL_TYPES, adapter_for
 from crosslayer.models.adapters.base import PROJECTIONS, FamilyAdapter, Geometry
 from crosslayer.models.adapters.generic import GenericAdapter
@@ -49,9 +49,10 @@ class _TensorStore:
             if (self.directory / index).is_file():
                 self.source = index  # named in "not found" errors
                 try:
-                    weight_map = json.loads((self.directory / index).read_text())["weight_map"]
-                except (OSError, ValueError, KeyError) as e:
-                    raise CheckpointError(f"unreadable shard index: {e}", **context, file=index) from e
+                    weight_map = dict(read_checkpoint_json(self.directory / index, **context)["weight_map"])
+                except (TypeError, ValueError, KeyError) as e:
+                    raise CheckpointError(f"unreadable shard index: no weight_map ({type(e).__name__})", **context,
+                                          file=index) from None
                 self.file_of = dict(weight_map)
                 return
             if (self.directory / single).is_file():
@@ -277,12 +278,11 @@ def _gguf_hint(path):
 def _read_config(path, context):
     """The checkpoint's transformers config (defaults filled in, no remote code)."""
     config_file = path / "config.json"
-    try:
-        raw = json.loads(config_file.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"config.json missing in {path}{_gguf_hint(path)}", **context) from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"unreadable config: {e}", **context, file="config.json") from e
+    if not config_file.is_file():
+        raise CheckpointError(f"config.json missing in {path}{_gguf_hint(path)}", **context)
+    raw = read_checkpoint_json(config_file, **context)  # bounded: a 300 MB config.json took 1.6 GB
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config_file} holds no JSON object", **context, file="config.json")
     model_type = raw.get("model_type")
     from transformers import AutoConfig  # imported late: slow, and only needed here
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
@@ -298,7 +298,7 @@ def _read_config(path, context):
     try:
         return AutoConfig.from_pretrained(str(path), trust_remote_code=False, local_files_only=True)
     except Exception as e:
-        raise CheckpointError(f"cannot parse config: {e}", **context, file="config.json") from e
+        raise CheckpointError(f"cannot parse config: {shorten(e)}", **context, file="config.json") from e
 
 
 def _adapter(config, context):
