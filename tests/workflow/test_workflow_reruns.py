@@ -42,6 +42,62 @@ def test_settings_that_cannot_change_results_replan_nothing(tiny_run, tmp_path):
     assert planned(tiny_run, TINY, change) == {}
 
 
+def rewritten(value, order, at=()):
+    """`value` with every mapping's keys in `order` (a function of the keys' list), but the order of
+    models and runs, which is the order of the tables and figures (crosslayer.config.PRESENTATION_ORDER)."""
+    from crosslayer.config import PRESENTATION_ORDER
+
+    if isinstance(value, dict):
+        keys = list(value) if at in PRESENTATION_ORDER else order(list(value))
+        return {key: rewritten(value[key], order, (*at, key)) for key in keys}
+    if isinstance(value, list):
+        return [rewritten(item, order, (*at, None)) for item in value]
+    return value
+
+
+def written_back(path, order, *, presentation=False):
+    """tests/configs/tiny.yaml written back with its keys in `order` (what a formatter, a merged overlay or
+    a YAML tool does); with `presentation`, the models and runs too."""
+    import yaml
+
+    config = yaml.safe_load(TINY.read_text())
+    config = rewritten(config, order) if not presentation else _all_keys(config, order)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return str(path)
+
+
+def _all_keys(value, order):
+    if isinstance(value, dict):
+        return {key: _all_keys(value[key], order) for key in order(list(value))}
+    return [_all_keys(item, order) for item in value] if isinstance(value, list) else value
+
+
+def test_the_same_settings_in_another_key_order_plan_nothing(tiny_run, tmp_path):
+    # the probe: sorted keys re-planned 155 jobs of the finished run, training and every Jacobian included
+    import random
+
+    shuffle = random.Random(49)
+    orders = {"sorted": sorted, "reversed": lambda keys: keys[::-1],
+              "shuffled": lambda keys: shuffle.sample(keys, len(keys))}
+    for name, order in orders.items():
+        config = written_back(tmp_path / f"{name}.yaml", order)
+        assert Path(config).read_text() != TINY.read_text()
+        assert planned(tiny_run, config) == {}, name
+
+
+def test_the_order_of_models_and_runs_replans_only_the_tables_and_figures_that_list_them(tiny_run, tmp_path):
+    # sorted keys everywhere reorder tiny.yaml's toy runs and transformer ablations (its models are sorted)
+    jobs = planned(tiny_run, written_back(tmp_path / "sorted.yaml", sorted, presentation=True))
+    assert jobs == {"summarize_toy": 1, "plot_toy": 1, "summarize_ablations": 1, "plot_ablations": 1, "claims": 1}
+    # the models reversed: the across-model tables and figures
+    jobs = planned(tiny_run, written_back(tmp_path / "reversed.yaml", lambda keys: keys[::-1], presentation=True))
+    assert "train_model" not in jobs and "block_jacobians" not in jobs
+    assert jobs == {"summarize_toy": 1, "plot_toy": 1, "summarize_ablations": 1, "plot_ablations": 1, "claims": 1,
+                    "alignment_table": 1, "continuity_table": 1, "coupling_across_models": 1, "topology_tables": 1,
+                    "across_papers_models": 1, "plot_alignment_overview": 1, "plot_dynamics_models": 1,
+                    "plot_across_papers_models": 1, "plot_alignment_vs_boundary": 1, "plot_coupling_models": 1}
+
+
 def _jobs_of(parent):
     """Pids of the job scripts whose parent process is `parent` (Linux /proc)."""
     found = []

@@ -12,13 +12,35 @@ from crosslayer.score_file import read_scores
 from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
 
 __all__ = [
-    "ANALYSES", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
+    "ANALYSES", "PRESENTATION_ORDER", "canonical_config", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
     "resolve_checkpoints",
     "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
     "check_model_sizes", "read_scores", "scored_checkpoints", "tokenizing_stages", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
     "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
     "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
+
+
+#: The mappings whose entries' order is the order of the tables and figures that list them: kept as
+#: written. Every other mapping's key order carries nothing (YAML mappings are unordered).
+PRESENTATION_ORDER = (("models",), ("toy", "runs"), ("transformer_ablations", "runs"))
+
+
+def canonical_config(value, _at=()):
+    """`value` (the config, or any part of it) with every mapping's keys sorted, but the entries of
+    :data:`PRESENTATION_ORDER`, and tuples as lists: the same settings in any key order are the same
+    params to Snakemake, which compares a job's params by their ``repr`` (a config written back by a
+    formatter re-planned 155 jobs of the reduced run, training included).
+
+    >>> canonical_config({"b": {"y": 1, "x": (2, 3)}, "a": 0})
+    {'a': 0, 'b': {'x': [2, 3], 'y': 1}}
+    """
+    if isinstance(value, dict):
+        keys = list(value) if _at in PRESENTATION_ORDER else sorted(value, key=lambda k: (type(k).__name__, k))
+        return {key: canonical_config(value[key], (*_at, key)) for key in keys}
+    if isinstance(value, (list, tuple)):
+        return [canonical_config(item, (*_at, None)) for item in value]
+    return value
 
 
 def _explicit(model_cfg):

@@ -39,6 +39,11 @@ except ImportError as err:
     ) from None
 
 validate(config, schema="../../config/schema.yaml")
+# Keys sorted (but the order of models and runs, which tables and figures follow): the same settings
+# written in another key order are the same params, and re-run nothing.
+canonical = cfg.canonical_config(config)
+config.clear()
+config.update(canonical)
 try:
     config["models"] = cfg.selected_models(config)  # every rule and check below sees only these
     cfg.check_model_entries(config)  # before any checkpoint's config.json is read
