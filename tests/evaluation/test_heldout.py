@@ -1,14 +1,22 @@
-"""Held-out loss: the windows, the loss against a hand-written loop, the corpus's held-out articles."""
+"""Held-out loss: the windows, the loss against a hand-written loop, the corpus's held-out articles, an
+encoder's row that says why it has no loss."""
 
+import json
+import logging
 import math
+import sys
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from crosslayer.data import corpus
 from crosslayer.evaluation.heldout import HeldoutSettings, heldout_loss, heldout_windows, measure_checkpoint
 from crosslayer.evaluation.tables import HELDOUT_COLUMNS, heldout_table
+from crosslayer.models.checkpoints import read_manifest, write_manifest
 from tiny_checkpoints import WORDS, save_checkpoint, text
 from tiny_families import tiny_model
 
@@ -100,6 +108,57 @@ def test_table_is_sorted_by_step():
     table = heldout_table({10: row, 0: {**row, "loss": 2.0}})
     assert table.step.tolist() == [0, 10] and table.loss.tolist() == [2.0, 1.0]
     assert list(table.columns) == ["step", *HELDOUT_COLUMNS]
+
+
+def bert_manifest(path):
+    """A registered tiny BERT (an encoder) checkpoint's manifest path."""
+    import transformers as T
+
+    T.BertForMaskedLM(T.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+                                   vocab_size=101)).save_pretrained(path / "bert")
+    write_manifest(path / "step0.json", model="enc", step=0, source="local", checkpoint_dir=path / "bert")
+    return path / "step0.json"
+
+
+def test_an_encoder_row_says_why_it_has_no_loss(tmp_path):
+    row = measure_checkpoint(read_manifest(bert_manifest(tmp_path)), HeldoutSettings(), texts=[text(80)])
+    assert set(row) == set(HELDOUT_COLUMNS) and math.isnan(row["loss"]) and row["n_windows"] == 0
+    assert row["skipped"] == "an encoder (model_type bert): it predicts no next token"
+    path = tmp_path / "heldout.tsv"  # as summarize_heldout writes it: the reason kept, measured rows empty
+    measured = {**dict.fromkeys(HELDOUT_COLUMNS[:7], 1.0), "skipped": ""}
+    heldout_table({0: row, 5: measured}).to_csv(path, sep="\t", index=False)
+    table = pd.read_csv(path, sep="\t", keep_default_na=False)
+    assert table.skipped.tolist() == [row["skipped"], ""]
+
+
+def test_rows_written_before_the_skipped_column_read_as_measured():
+    old = {c: 1.0 for c in HELDOUT_COLUMNS if c != "skipped"}
+    assert heldout_table({0: old}).skipped.tolist() == [""]
+
+
+def test_the_job_log_says_the_encoder_is_not_measured(tmp_path, monkeypatch, caplog):
+    scripts = Path(__file__).parents[2] / "workflow/scripts"
+    monkeypatch.syspath_prepend(str(scripts))
+    monkeypatch.setattr(sys, "stderr", sys.stderr)  # start() sends stderr to the log; put it back after
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)  # the tests' one thread stays
+    texts = tmp_path / "heldout.jsonl"
+    texts.write_text(json.dumps({"id": "a", "text": text(80)}) + "\n")
+    out = tmp_path / "step0.heldout.json"
+    snakemake = SimpleNamespace(
+        rule="heldout_loss", threads=1, scriptdir=str(scripts), log=[str(tmp_path / "job.log")],
+        input=SimpleNamespace(manifest=str(bert_manifest(tmp_path)), texts=str(texts)),
+        output=SimpleNamespace(json=str(out)), params=SimpleNamespace(context=16, max_windows=None),
+        config={"evaluation": {"device": "cpu", "heldout": {"batch_size": 8}}})
+    with caplog.at_level(logging.INFO):
+        try:
+            exec(compile((scripts / "heldout_loss.py").read_text(), "heldout_loss", "exec"), {"snakemake": snakemake})
+        finally:
+            if getattr(sys.stderr, "name", "") == snakemake.log[0]:
+                sys.stderr.close()
+    assert ("models.enc is an encoder (model_type bert): it predicts no next token, so its held-out loss is not "
+            "measured (NaN)") in caplog.text
+    assert "over 0 windows" not in caplog.text
+    assert json.loads(out.read_text())["skipped"].startswith("an encoder")
 
 
 @pytest.fixture(scope="module")

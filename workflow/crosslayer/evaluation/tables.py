@@ -5,13 +5,15 @@ import pandas as pd
 
 __all__ = ["HELDOUT_COLUMNS", "heldout_table", "coupling_and_loss", "scores_table", "model_score", "merge_scores"]
 
-#: A checkpoint's held-out row, in order (the table adds ``step`` first).
-HELDOUT_COLUMNS = ("loss", "perplexity", "bits_per_byte", "n_tokens", "n_bytes", "n_windows", "context")
+#: A checkpoint's held-out row, in order (the table adds ``step`` first); ``skipped`` says why a row
+#: is not measured (an encoder: it predicts no next token) and is empty for a measured one.
+HELDOUT_COLUMNS = ("loss", "perplexity", "bits_per_byte", "n_tokens", "n_bytes", "n_windows", "context", "skipped")
 
 
 def heldout_table(rows):
     """``{step: row}`` -> one table sorted by step, columns ``step`` and :data:`HELDOUT_COLUMNS`."""
     table = pd.DataFrame([{"step": int(step), **row} for step, row in rows.items()], columns=["step", *HELDOUT_COLUMNS])
+    table["skipped"] = table["skipped"].astype(object).fillna("")  # rows written before it: measured ones
     return table.sort_values("step", kind="stable").reset_index(drop=True)
 
 
