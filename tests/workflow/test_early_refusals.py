@@ -55,7 +55,8 @@ def test_a_local_checkpoint_without_a_tokenizer_is_refused_only_where_a_stage_to
     models = {"m": {"source": "local", "checkpoints": {"1": str(bare)}}}
     result = snakemake(tmp_path, "-n", "--configfile", tiny_config(tmp_path / "c.yaml", models), check=False)
     assert_refused_before_any_job(result, tmp_path, f"models.m.checkpoints: step 1 ({bare}) holds no tokenizer "
-                                                    "files, and the coupling, dynamics, topology, evaluation stage(s) tokenize")
+                                                    "files, and the coupling, dynamics, topology, evaluation "
+                                                    "stage(s) tokenize")
     assert "set models.m.analyses: ['alignment', 'continuity'] and evaluation.activate: false" in result.output
     # issue 49: that fix alone once passed, and heldout_loss failed 20 jobs later
     models["m"]["analyses"] = ["alignment", "continuity"]

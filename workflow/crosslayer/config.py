@@ -12,12 +12,12 @@ from crosslayer.score_file import read_scores
 from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
 
 __all__ = [
-    "ANALYSES", "PRESENTATION_ORDER", "canonical_config", "model_analyses", "models_for", "selected_models", "model_steps", "untrained_seed",
-    "resolve_checkpoints",
-    "local_checkpoints", "train_settings", "reference_step", "check_model_entries", "check_config",
-    "check_model_sizes", "read_scores", "scored_checkpoints", "tokenizing_stages", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
-    "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA", "TOKENIZING_STAGES",
-    "corpus_params", "samples_params", "heldout_params", "mnist_params",
+    "ANALYSES", "PRESENTATION_ORDER", "canonical_config", "model_analyses", "models_for", "selected_models",
+    "model_steps", "untrained_seed", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step",
+    "check_model_entries", "check_config", "check_model_sizes", "scored_checkpoints",
+    "tokenizing_stages", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
+    "dataset_keys", "DATASETS_EXTRA", "EVAL_EXTRA", "check_max_tokens", "torchvision_keys", "TORCHVISION_EXTRA",
+    "TOKENIZING_STAGES", "corpus_params", "samples_params", "heldout_params", "mnist_params",
 ]
 
 
@@ -293,7 +293,8 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
                 f"models.{name}.analyses: {model_type} {limits}, so the {', '.join(other)} stage(s) cannot run on "
                 f"it; set models.{name}.analyses: {allowed}")
     for name, missing in (untokenized or {}).items():
-        _check_tokenizer(config, name, missing, causal="causal" in (families or {}).get(name, (None, ("causal",)))[1])
+        causal = "causal" in (families or {}).get(name, (None, ("causal",)))[1]  # unknown family: assumed causal
+        _check_tokenizer(config, name, missing, causal=causal)
     for name, cfg in config["models"].items():
         key = f"models.{name}"
         analyses = cfg.get("analyses") or ANALYSES
@@ -329,7 +330,8 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
         if coupling["window"] % 2 == 0:
             raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
         if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
-            read_scores(coupling["scores"], models=models_for(config, "coupling"), checkpoints=scored_checkpoints(config),
+            read_scores(coupling["scores"], models=models_for(config, "coupling"),
+                        checkpoints=scored_checkpoints(config),
                         complete=not config.get("benchmarks", {}).get("activate", False))
         check_prompt_settings(coupling)
         _check_context(config, contexts)

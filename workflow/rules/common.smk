@@ -68,12 +68,13 @@ def local_models():
         from crosslayer.errors import CheckpointError
 
         try:  # every step's config.json and tokenizer files, so that none fails in a job instead
-            adapter, *_ = [checkpoint_adapter(path, model=name, revision=f"step{step}")
-                           for step, path in cfg.local_checkpoints(entry).items()]
+            adapters = []
             for step, path in cfg.local_checkpoints(entry).items():
+                adapters.append(checkpoint_adapter(path, model=name, revision=f"step{step}"))
                 check_tokenizer_files(path, model=name, revision=f"step{step}")
         except CheckpointError as err:
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
+        adapter = adapters[0]
         geometry = adapter.geometry
         sizes[name] = {key: getattr(geometry, key) for key in ("n_layers", "d_model", "d_ff")}
         families[name] = (geometry.model_type, adapter.capabilities, adapter.limits)
@@ -182,8 +183,8 @@ onstart:
             raise WorkflowError(
                 f"Invalid config: toy.datasets.directory: {directory} lacks the files of {', '.join(missing)} "
                 f"(for {name}: {', '.join(files)}), and torchvision, which would download them there, is not "
-                "installed: put the files there in torchvision's layout, or install it (pip install -e '.[torchvision]' "
-                "in the clone)")
+                "installed: put the files there in torchvision's layout, or install it (pip install -e "
+                "'.[torchvision]' in the clone)")
     # Likewise torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
     if (keys := cfg.torchvision_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
         import importlib.util

@@ -80,7 +80,8 @@ def check_tensors(path, *, model=None, revision=None):
         with torch.device("meta"):
             built = _build(config, causal)
     except Exception as err:  # a family without an adapter, a config transformers cannot build
-        raise CheckpointError(f"cannot build the model from config.json: {shorten(err)}", **context, file=str(path)) from err
+        raise CheckpointError(f"cannot build the model from config.json: {shorten(err)}", **context,
+                              file=str(path)) from err
     if not (getattr(config, ABLATION_KEY, None) or {}).get("norm", True):
         drop_norms(built)
     stored = tensor_shapes(path, **context)
