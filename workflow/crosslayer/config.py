@@ -322,19 +322,8 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
     if dynamics["activate"] and bounds is not None and bounds[0] > bounds[1]:
         raise ValueError(f"dynamics.regime_boundaries: {bounds} must be [end of early, start of late] in increasing "
                          "order")
-    coupling = config["coupling"]
-    if coupling["activate"]:
-        for name, members in coupling.get("fit_subsets", {}).items():
-            if unknown := [m for m in members if m not in models_for(config, "coupling")]:
-                raise ValueError(f"coupling.fit_subsets.{name}: {unknown} are not models of the coupling stage")
-        if coupling["window"] % 2 == 0:
-            raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
-        if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
-            read_scores(coupling["scores"], models=models_for(config, "coupling"),
-                        checkpoints=scored_checkpoints(config),
-                        complete=not config.get("benchmarks", {}).get("activate", False))
-        check_prompt_settings(coupling)
-        _check_context(config, contexts)
+    if config["coupling"]["activate"]:
+        _check_coupling(config, contexts)
     toy = config["toy"]
     if toy["activate"] and toy["runs"] and toy["data"]["source"] != "package" and not toy["data"]["directory"]:
         raise ValueError(f"toy.data.directory: needed for source {toy['data']['source']} (where the MNIST files are "
@@ -362,10 +351,24 @@ def check_config(config, sizes=None, families=None, contexts=None, untokenized=N
     if config.get("across_papers", {}).get("activate"):
         settings = across_papers_settings(config)
         if (settings.get("coupling_variant") == "cot" and "coupling" in settings["measures"]
-                and models_for(config, "coupling") and not coupling.get("prompts", {}).get("cot")):
+                and models_for(config, "coupling") and not config["coupling"].get("prompts", {}).get("cot")):
             raise ValueError("across_papers.coupling_variant: cot, but coupling.prompts.cot is empty: no prompt has "
                              "the CoT variant, so every coupling column would be empty; set coupling.prompts.cot "
                              "(a list of prompt sources, or true for all), or across_papers.coupling_variant: plain")
+
+
+def _check_coupling(config, contexts):
+    coupling = config["coupling"]
+    for name, members in coupling.get("fit_subsets", {}).items():
+        if unknown := [m for m in members if m not in models_for(config, "coupling")]:
+            raise ValueError(f"coupling.fit_subsets.{name}: {unknown} are not models of the coupling stage")
+    if coupling["window"] % 2 == 0:
+        raise ValueError(f"coupling.window: {coupling['window']} must be odd (a window centred on each depth)")
+    if coupling["scores"]:  # with the benchmarks stage, its scores fill in the models the file lacks
+        read_scores(coupling["scores"], models=models_for(config, "coupling"), checkpoints=scored_checkpoints(config),
+                    complete=not config.get("benchmarks", {}).get("activate", False))
+    check_prompt_settings(coupling)
+    _check_context(config, contexts)
 
 
 def scored_checkpoints(config):
