@@ -71,7 +71,8 @@ def local_models():
             adapters = []
             for step, path in cfg.local_checkpoints(entry).items():
                 adapters.append(checkpoint_adapter(path, model=name, revision=f"step{step}"))
-                check_tokenizer_files(path, model=name, revision=f"step{step}")
+                if workflow.is_main_process:  # not again in each cluster job's parse: tens of MB a tokenizer.json
+                    check_tokenizer_files(path, model=name, revision=f"step{step}")
         except CheckpointError as err:
             raise WorkflowError(f"Invalid checkpoint: {err}") from None
         adapter = adapters[0]
@@ -129,10 +130,18 @@ def one_of(names):
 
 
 onstart:
+    import importlib.util
+
+    jobs = list(workflow.dag.needrun_jobs())
+    pending = {job.rule.name for job in jobs}  # with a module's prefix, if any
+
+    def runs(*rules):
+        return any(name.endswith(rules) for name in pending)
+
     # A local run whose jobs ask for a GPU that torch here cannot use stops before its first job,
     # naming the settings. Not under a cluster executor: its jobs run on GPU nodes, not here.
     if workflow.executor_plugin.common_settings.local_exec and not workflow.touch:
-        gpu_rules = sorted({job.rule.name for job in workflow.dag.needrun_jobs() if job.resources.get("gpu", 0)})
+        gpu_rules = sorted({job.rule.name for job in jobs if job.resources.get("gpu", 0)})
         if gpu_rules:
             from crosslayer.devices import no_cuda_reason
 
@@ -142,57 +151,46 @@ onstart:
                     f"this run's {', '.join(gpu_rules)} jobs would run here: set them to cpu, or run on a "
                     "machine with a GPU or through a cluster profile (jobs with gpu=1 go to GPU nodes)"
                 )
-    # The dataset sources need the optional `datasets` package (not installed by `make run`): say
-    # so before the first job rather than in the job that downloads. Conda envs bring their own.
-    if (keys := cfg.dataset_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
-        import importlib.util
+    # The optional packages, where jobs run with this environment's (conda envs bring their own): say
+    # so before the first job rather than in the job that needs one.
+    host_env = DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method
+    # The dataset sources need `datasets` (not installed by `make run`).
+    if host_env and (keys := cfg.dataset_keys(config)) and importlib.util.find_spec("datasets") is None and runs(
+            "prepare_corpus", "prepare_samples", "prepare_prompts", "prepare_heldout"):
+        raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "
+                            f"the optional package 'datasets': {cfg.DATASETS_EXTRA}")
+    # The benchmarks' harness (lm-eval), and the task names it knows.
+    if host_env and config["benchmarks"]["activate"] and runs("evaluate", "prepare_benchmarks"):
+        if importlib.util.find_spec("lm_eval") is None:
+            raise WorkflowError(f"Invalid config: benchmarks.activate asks for EleutherAI's lm-evaluation-harness, "
+                                f"which is not installed: {cfg.EVAL_EXTRA}")
+        from crosslayer.evaluation.tasks import check_task_names  # the harness's index: about 6 s
 
-        readers = {"prepare_corpus", "prepare_samples", "prepare_prompts", "prepare_heldout"}
-        if importlib.util.find_spec("datasets") is None and any(
-                job.rule.name.endswith(tuple(readers)) for job in workflow.dag.needrun_jobs()):
-            raise WorkflowError(f"Invalid config: {', '.join(keys)} ask(s) for a Hugging Face dataset, which needs "
-                                f"the optional package 'datasets': {cfg.DATASETS_EXTRA}")
-    # Likewise the benchmarks' harness (lm-eval), in the evaluate jobs.
-    if config["benchmarks"]["activate"] and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
-        import importlib.util
-
-        if any(job.rule.name.endswith(("evaluate", "prepare_benchmarks")) for job in workflow.dag.needrun_jobs()):
-            if importlib.util.find_spec("lm_eval") is None:
-                raise WorkflowError(f"Invalid config: benchmarks.activate asks for EleutherAI's lm-evaluation-harness, "
-                                    f"which is not installed: {cfg.EVAL_EXTRA}")
-            from crosslayer.evaluation.tasks import check_task_names  # the harness's index: about 6 s
-
-            try:
-                check_task_names([task["task"] for task in config["benchmarks"]["tasks"]],
-                                 include_path=config["benchmarks"]["include_path"],
-                                 builtin=config["benchmarks"]["builtin"])
-            except ValueError as err:
-                raise WorkflowError(f"Invalid config: {err}") from None
-    # Likewise the image sets of toy.datasets that are not in its directory: torchvision downloads them.
-    if DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method and any(
-            job.rule.name.endswith("prepare_toy_dataset") for job in workflow.dag.needrun_jobs()):
-        import importlib.util
-
+        try:
+            check_task_names([task["task"] for task in config["benchmarks"]["tasks"]],
+                             include_path=config["benchmarks"]["include_path"],
+                             builtin=config["benchmarks"]["builtin"])
+        except ValueError as err:
+            raise WorkflowError(f"Invalid config: {err}") from None
+    # The image sets of toy.datasets that are not in its directory: torchvision downloads them.
+    if host_env and runs("prepare_toy_dataset") and importlib.util.find_spec("torchvision") is None:
         from crosslayer.data.image_sets import missing_files
 
         directory = config["toy"]["datasets"]["directory"]
         missing = {name: files for name in config["toy"]["datasets"]["names"]
                    if (files := missing_files(name, directory))}
-        if missing and importlib.util.find_spec("torchvision") is None:
+        if missing:
             name, files = next(iter(missing.items()))
             raise WorkflowError(
                 f"Invalid config: toy.datasets.directory: {directory} lacks the files of {', '.join(missing)} "
                 f"(for {name}: {', '.join(files)}), and torchvision, which would download them there, is not "
                 "installed: put the files there in torchvision's layout, or install it (pip install -e "
                 "'.[torchvision]' in the clone)")
-    # Likewise torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
-    if (keys := cfg.torchvision_keys(config)) and DeploymentMethod.CONDA not in workflow.deployment_settings.deployment_method:
-        import importlib.util
-
-        if importlib.util.find_spec("torchvision") is None and any(
-                job.rule.name.endswith("prepare_mnist") for job in workflow.dag.needrun_jobs()):
-            raise WorkflowError(f"Invalid config: {', '.join(keys)}: torchvision asks for the optional package "
-                                f"'torchvision', which is not installed: {cfg.TORCHVISION_EXTRA}")
+    # torchvision's MNIST download (toy.data.source: torchvision), in prepare_mnist.
+    if host_env and (keys := cfg.torchvision_keys(config)) and importlib.util.find_spec("torchvision") is None \
+            and runs("prepare_mnist"):
+        raise WorkflowError(f"Invalid config: {', '.join(keys)}: torchvision asks for the optional package "
+                            f"'torchvision', which is not installed: {cfg.TORCHVISION_EXTRA}")
 
 
 wildcard_constraints:
