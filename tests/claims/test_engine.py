@@ -220,7 +220,7 @@ def test_noise_is_inconclusive_at_the_nominal_rate(kind):
     decided = 0
     for seed in range(seeds):
         verdict = evaluate(claim, BUILDERS[kind](np.random.default_rng(1000 + seed), 40, 0.0), n_boot=1000, seed=seed)
-        assert verdict.verdict in VERDICTS[:3]
+        assert verdict.verdict in ("holds", "contradicted", "inconclusive")
         decided += verdict.verdict != "inconclusive"
     # holds + contradicted = the interval missing the truth: Binomial(200, 1 - confidence), 99.9 % bounds
     low, high = stats.binom.ppf([0.0005, 0.9995], seeds, 1 - confidence)
@@ -282,10 +282,15 @@ def test_a_claim_beyond_the_tables_is_not_testable_with_its_why():
     assert (verdict.verdict, verdict.subject) == ("not testable", "m") and "induction heads" in verdict.reason
 
 
-def test_an_indicator_already_at_its_bound_cannot_show_a_strict_change():
+def test_an_indicator_already_at_its_bound_contradicts_the_change_from_it():
+    # "present, then it dissolves" with nothing present before; "absent, then it emerges" with all present
     claim = make_claim(**{**KIND_ENTRIES["change"], "direction": "<", "indicator": {"op": ">", "value": 5.0}})
     verdict = evaluate(claim, change_tables())  # every y is far below 5: nothing to lose
-    assert verdict.verdict == "not testable" and "already 0 at step 0" in verdict.reason
+    assert verdict.verdict == "contradicted" and "already 0 at step 0" in verdict.reason
+    assert "absent before the fall the paper describes" in verdict.reason and verdict.n == 10
+    claim = make_claim(**{**KIND_ENTRIES["change"], "indicator": {"op": ">", "value": -5.0}})
+    verdict = evaluate(claim, change_tables())
+    assert verdict.verdict == "contradicted" and "present before the rise" in verdict.reason
 
 
 def test_a_trend_over_a_constant_column_is_inconclusive():
@@ -347,3 +352,155 @@ def test_the_permutation_p_value_is_scipys_exact_test(method):
         reference = stats.permutation_test((y,), statistic, permutation_type="pairings", alternative=alternative,
                                            n_resamples=np.inf).pvalue
         assert permutation_p(x, y, method=method, side=side) == pytest.approx(reference)
+
+
+# -- strength: the paper's size, absence as equivalence, power, independent units ---------------------
+
+
+def sized(words="far above", value=1.0, **entry):
+    """A change claim whose quote states its size (``words``) or only cites it (``words=""``)."""
+    size = {"value": value, "cite": "Table 9"} | ({"words": words} if words else {})
+    return make_claim(**{**KIND_ENTRIES["change"], "quote": "after training it is far above before",
+                         "magnitude": size, **entry})
+
+
+@pytest.mark.parametrize("words", ["far above", ""])
+def test_the_papers_size_planted_holds_as_strong_as_the_paper(words):
+    verdict = evaluate(sized(words), change_data(np.random.default_rng(11), 30, 1.0))
+    assert (verdict.verdict, verdict.direction, verdict.magnitude) == ("holds", "holds", "as strong"), verdict.reason
+    assert verdict.paper_value == 1.0 and "its size 1 (Table 9): ours as strong" in verdict.reason
+
+
+def test_a_tenth_of_the_papers_size_is_weaker_and_not_holds_when_the_words_state_it():
+    data = change_data(np.random.default_rng(12), 30, 0.1)
+    data["t/units"].loc[data["t/units"].step == 100, "y"] = data["t/units"].query("step == 0")["y"].to_numpy() + 0.1
+    stated, cited = evaluate(sized("far above"), data), evaluate(sized(""), data)
+    assert (stated.direction, stated.magnitude, stated.verdict) == ("holds", "weaker", "weaker"), stated.reason
+    assert (cited.direction, cited.magnitude, cited.verdict) == ("holds", "weaker", "holds"), cited.reason
+    assert evaluate(sized(value=0.05), data).magnitude == "stronger"
+
+
+def test_a_reversal_of_a_sized_claim_is_contradicted():
+    verdict = evaluate(sized(), change_data(np.random.default_rng(13), 30, -1.0))
+    assert (verdict.verdict, verdict.magnitude) == ("contradicted", "weaker")
+
+
+def test_a_null_result_that_rules_out_the_papers_size_is_contradicted():
+    # the sign is not shown, but an effect as large as the paper's would have been
+    verdict = evaluate(sized(), change_data(np.random.default_rng(14), 60, 0.0))
+    assert (verdict.direction, verdict.magnitude, verdict.verdict) == ("inconclusive", "weaker", "contradicted")
+    assert "the paper's size ruled out" in verdict.reason
+
+
+def test_an_underpowered_null_is_inconclusive_never_contradicted():
+    open_ = 0
+    for seed in range(50):  # 4 noisy units: the interval mostly reaches the paper's size as well as 0
+        data = change_data(np.random.default_rng(seed), 4, 0.0)
+        data["t/units"]["y"] *= 5
+        verdict = evaluate(sized(), data, n_boot=500, seed=seed)
+        # contradicted only where the data show the effect below 0, or short of the paper's size
+        assert verdict.verdict in ("inconclusive", "holds") or verdict.high < 1.0, verdict.reason
+        open_ += verdict.verdict == "inconclusive"
+    assert open_ >= 35
+    # six layers, none significant: the fraction's exact interval is [0, 0.46], not the bootstrap's [0, 0]
+    claim = make_claim(**{**KIND_ENTRIES["threshold"], "value": 0, "indicator": {"op": ">", "value": 0.5}})
+    verdict = evaluate(claim, {"t/units": units_table("m", 0, np.zeros(6))})
+    assert verdict.verdict == "inconclusive" and (verdict.low, verdict.high) == pytest.approx((0, 0.4593), abs=1e-4)
+    assert "a rate up to 0.459 cannot be ruled out" in verdict.reason
+    # a change none of whose 0/1 units moves: [-0.46, 0.46], not [0, 0]
+    change = make_claim(**{**KIND_ENTRIES["change"], "indicator": {"op": ">", "value": 0.5}})
+    flat = pd.concat([units_table("m", s, np.r_[np.ones(3), np.zeros(3)]) for s in (0, 100)])
+    verdict = evaluate(change, {"t/units": flat})
+    assert verdict.verdict == "inconclusive" and (verdict.low, verdict.high) == pytest.approx((-0.4593, 0.4593), abs=1e-4)
+
+
+@pytest.mark.parametrize("k, n", [(0, 6), (3, 6), (6, 6), (17, 40)])
+def test_a_fractions_interval_is_clopper_pearsons(k, n):
+    from crosslayer.claims.resampling import proportion_interval
+
+    # the closed form: beta quantiles (Clopper & Pearson 1934)
+    low = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
+    high = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
+    assert proportion_interval(k, n, 0.95) == pytest.approx((low, high), abs=1e-9)
+
+
+def absent(margin=0.2, **entry):
+    return make_claim(**{**KIND_ENTRIES["threshold"], "value": 0.5, "direction": "==",
+                         "margin": {"value": margin, "cite": "the baseline's sd"}, **entry})
+
+
+def test_absence_inside_the_margin_holds_outside_is_contradicted():
+    rng = np.random.default_rng(16)
+    inside = evaluate(absent(), {"t/units": units_table("m", 0, rng.normal(0.5, 0.1, 40))})
+    assert inside.verdict == "holds" and "within 0.2 of 0.5 (the baseline's sd)" in inside.reason
+    assert "90% interval" in inside.reason  # two one-sided tests at 5 % each
+    outside = evaluate(absent(), {"t/units": units_table("m", 0, rng.normal(1.0, 0.1, 40))})
+    assert outside.verdict == "contradicted"
+    few = evaluate(absent(), {"t/units": units_table("m", 0, rng.normal(0.5, 0.5, 4))})
+    assert few.verdict == "inconclusive"  # too few units to show it inside
+
+
+def test_absence_at_the_margins_edge_holds_at_most_at_the_nominal_rate():
+    claim, seeds = absent(), 200
+    held = sum(evaluate(claim, {"t/units": units_table("m", 0, np.random.default_rng(seed).normal(0.7, 0.3, 30))},
+                        n_boot=1000, seed=seed).verdict == "holds" for seed in range(seeds))
+    assert held <= stats.binom.ppf(0.9995, seeds, 0.05), f"{held} of {seeds} held with the truth at the margin"
+
+
+def test_an_absent_trend_is_equivalence_of_the_correlation():
+    rng = np.random.default_rng(17)
+    claim = make_claim(**{**KIND_ENTRIES["trend"], "direction": "==", "margin": {"value": 0.3, "cite": "Table 4"}})
+    none = {"t/units": units_table("m", 0, rng.normal(size=400), x=rng.normal(size=400))}
+    assert evaluate(claim, none).verdict == "holds"
+    assert evaluate(claim, trend_data(rng, 400, 1.0)).verdict == "contradicted"
+
+
+def clustered(rng, prompts, per_prompt, shift):
+    """Rows of token pairs within prompts: a prompt's pairs share its effect (intra-class correlation)."""
+    frames = []
+    for step, effect in ((0, 0.0), (100, shift)):
+        for p in range(prompts):
+            common = effect + rng.normal() * (step > 0)
+            frames.append(pd.DataFrame({"model": "m", "step": step, "unit": f"p{p}", "x": np.arange(per_prompt),
+                                        "y": common + rng.normal(scale=0.1, size=per_prompt)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_units_within_a_prompt_are_resampled_as_one():
+    rng = np.random.default_rng(18)
+    table = clustered(rng, 8, 30, 0.3)
+    claim = make_claim(**{**KIND_ENTRIES["change"], "unit": {"column": "unit", "name": "prompts", "within": ["x"]}})
+    verdict = evaluate(claim, {"t/units": table}, n_boot=4000)
+    # the cluster bootstrap by hand: resample prompts, each with all its token pairs
+    diff = (table.query("step == 100").set_index(["unit", "x"])["y"]
+            - table.query("step == 0").set_index(["unit", "x"])["y"])
+    per_prompt = diff.groupby(level="unit").mean().to_numpy()
+    picks = np.random.default_rng(0).integers(0, 8, size=(4000, 8))
+    tail = 50 * (1 - expanded_level(0.95, 8))
+    low, high = np.percentile(per_prompt[picks].mean(axis=1), [tail, 100 - tail])
+    assert verdict.n == 8 and verdict.statistic == pytest.approx(per_prompt.mean())
+    assert verdict.high - verdict.low >= 0.9 * (high - low)
+    # the token pairs as if independent: an interval several times narrower
+    naive = stats.bootstrap((diff.to_numpy(),), np.mean, n_resamples=2000, rng=np.random.default_rng(0),
+                            method="percentile").confidence_interval
+    assert naive.high - naive.low < (verdict.high - verdict.low) / 3
+
+
+def test_the_untrained_checkpoint_is_explicit():
+    claim = make_claim(**{**KIND_ENTRIES["change"], "before": {"step": "untrained"}})
+    data = change_data(np.random.default_rng(19), 20, 1.0)
+    verdict = evaluate(claim, data)
+    assert verdict.verdict == "not testable" and "no checkpoint is known to be untrained" in verdict.reason
+    assert "models.m.untrained_step" in verdict.reason
+    marked = {**data, "models": pd.DataFrame({"model": ["m"], "untrained_step": [0]})}
+    assert evaluate(claim, marked).verdict == "holds"
+    unmarked = {**data, "models": pd.DataFrame({"model": ["m"], "untrained_step": [np.nan]})}
+    assert evaluate(claim, unmarked).verdict == "not testable"
+    assert "a checkpoint known to be untrained" in claim.requirements()
+
+
+def test_a_trend_over_one_checkpoint_is_not_testable():
+    claim = make_claim(**{**KIND_ENTRIES["trend"]})
+    data = {"t/units": units_table("m", 0, np.arange(6.0), x=np.full(6, 100.0))}
+    verdict = evaluate(claim, data)
+    assert verdict.verdict == "not testable" and "x takes one value (100)" in verdict.reason

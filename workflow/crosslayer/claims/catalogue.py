@@ -48,11 +48,13 @@ claims), and ``lost``, which numbers the stored text lost and so stay out.
 """
 
 import functools
-from dataclasses import dataclass
+import operator
 from importlib import resources
 
 import yaml
 
+from crosslayer.claims.records import (DIRECTIONS, KINDS, SELECTORS, UNIT_NAMES, Catalogue, Claim, Groups, Indicator,
+                                      Lookup, Magnitude, Margin, Published, TableSpec)
 from crosslayer.stages import stage
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "Lookup",
     "Indicator",
     "Groups",
+    "Magnitude",
+    "Margin",
     "Claim",
     "Published",
     "TableSpec",
@@ -73,214 +77,17 @@ __all__ = [
     "parse_catalogue",
 ]
 
-#: The comparison kinds and the statistics each computes.
-KINDS = {
-    "change": ("mean_difference",),
-    "contrast": ("difference_of_means",),
-    "trend": ("spearman", "pearson"),
-    "threshold": ("mean",),
-}
-DIRECTIONS = (">", ">=", "<", "<=")
-#: Selector words (besides literals and lookups) in ``at``, ``before`` and ``after``.
-SELECTORS = ("first", "last")
-UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pairs", "models", "checkpoints", "seeds")
-
 _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
                "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
-               "requires", "note", "figure"}
+               "requires", "note", "figure", "magnitude", "margin"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
 _OPTIONAL_FILE_KEYS = {"published", "lost"}
 _PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 class CatalogueError(ValueError):
     """A catalogue file that does not parse or validate; the message names the file and claim."""
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """A value read from another table: the one value ``column`` of ``table`` holds for the model."""
-
-    table: str
-    column: str
-
-
-@dataclass(frozen=True)
-class Indicator:
-    """Turns a column into 0/1: ``column <op> value`` (``value`` a number or a :class:`Lookup`)."""
-
-    op: str
-    value: object
-
-
-@dataclass(frozen=True)
-class Groups:
-    """The two groups of a contrast: models whose ``models`` column ``by`` equals ``a`` or ``b``."""
-
-    by: str
-    a: object
-    b: object
-    names: tuple[str, str]
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """A table the claims read: the workflow output it comes from and the columns a reader gives."""
-
-    source: str
-    columns: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Claim:
-    """One headline finding of a paper as a testable statement (the module docstring gives the keys).
-
-    Attributes
-    ----------
-    id, paper, section, quote : str
-        Which finding, where the paper states it, and its words.
-    testable : bool
-        False for a finding the workflow's tables cannot measure; ``why`` says why.
-    kind, statistic, direction, value
-        The comparison (:data:`KINDS`), its statistic, and the paper's side of ``value`` (a float or a
-        :class:`Lookup`).
-    table, column, x : str
-        The measured table, its column, and for a trend the column it is correlated with.
-    unit, unit_name : str
-        The column naming the units the uncertainty is taken over, and what they are.
-    where, at, before, after, applies_to : tuple of (str, object)
-        Row selections and the model filter as ``(column, selector)`` pairs, in the catalogue's order.
-    indicator : Indicator or None
-    groups : Groups or None
-    scope : {"model", "group"}
-    min_units, min_models : int
-        What a run needs beyond the rows themselves; see also :meth:`requirements`.
-    note : str
-    """
-
-    id: str
-    paper: str
-    section: str
-    quote: str
-    testable: bool = True
-    why: str = ""
-    kind: str = ""
-    scope: str = "model"
-    table: str = ""
-    column: str = ""
-    x: str = ""
-    statistic: str = ""
-    direction: str = ""
-    value: object = 0.0
-    unit: str = ""
-    unit_name: str = ""
-    where: tuple = ()
-    at: tuple = ()
-    before: tuple = ()
-    after: tuple = ()
-    indicator: Indicator | None = None
-    groups: Groups | None = None
-    applies_to: tuple = ()
-    min_units: int = 3
-    min_models: int = 1
-    note: str = ""
-    figure: str = ""
-
-    def lookups(self):
-        """Every :class:`Lookup` the claim reads, in a stable order."""
-        selectors = [s for pairs in (self.at, self.before, self.after) for _, s in pairs]
-        selectors += [self.value] + ([self.indicator.value] if self.indicator else [])
-        return tuple(s for s in selectors if isinstance(s, Lookup))
-
-    def describe(self):
-        """The test in words, e.g. ``"change of alignment/adjacent left, step 0 -> step last, per
-        boundaries: mean_difference > 0"``."""
-        if not self.testable:
-            return f"not testable: {self.why}"
-
-        def sel(pairs):
-            return ", ".join(f"{c} {v.column} of {v.table}" if isinstance(v, Lookup) else f"{c} {v}" for c, v in pairs)
-
-        value = f"{self.value.column} of {self.value.table}" if isinstance(self.value, Lookup) else f"{self.value:g}"
-        what = f"{self.table} {self.column}" + (f" vs {self.x}" if self.x else "")
-        if self.indicator:
-            cut = self.indicator.value
-            cut = f"{cut.column} of {cut.table}" if isinstance(cut, Lookup) else f"{cut:g}"
-            what += f" {self.indicator.op} {cut} (fraction)"
-        where = f" where {sel(self.where)}" if self.where else ""
-        if self.before:
-            when = f", {sel(self.before)} -> {sel(self.after)}"
-        else:
-            when = f", at {sel(self.at)}" if self.at else ""
-        groups = f", {self.groups.names[0]} minus {self.groups.names[1]}" if self.groups else ""
-        return (f"{self.kind} of {what}{where}{when}{groups}, over {self.unit_name}: "
-                f"{self.statistic} {self.direction} {value}")
-
-    def requirements(self):
-        """What a run needs for this claim to be testable, in words (for documents and reports).
-
-        Returns
-        -------
-        tuple of str
-            e.g. ``("alignment/adjacent: left", "step 0", "at least 2 boundaries")``.
-        """
-        if not self.testable:
-            return (f"beyond the workflow's tables: {self.why}",)
-        needs = [f"{self.table}: {', '.join(c for c in (self.column, self.x) if c)}"]
-        for pairs in (self.where, self.at, self.before, self.after):
-            needs += [f"{column} {s}" for column, s in pairs
-                      if not isinstance(s, Lookup) and not (isinstance(s, str) and s in SELECTORS)]
-        needs += [f"the {lookup.column} of {lookup.table}" for lookup in self.lookups()]
-        if self.before:
-            needs.append("two distinct conditions (before and after)")
-        needs.append(f"at least {self.min_units} {self.unit_name}")
-        if self.applies_to:
-            needs.append("a model with " + ", ".join(f"{c} = {v}" for c, v in self.applies_to))
-        if self.groups:
-            a, b = self.groups.names
-            needs.append(f"at least {self.min_models} model(s) each of {a} and {b} ({self.groups.by})")
-        return tuple(dict.fromkeys(needs))
-
-
-@dataclass(frozen=True)
-class Published:
-    """A number the paper's text states for one model, and where ours is: the mean of ``column`` of
-    ``table`` over the model's rows that match ``where`` and ``at`` (selectors as in claims)."""
-
-    paper: str
-    model: str
-    section: str
-    quantity: str
-    value: float
-    table: str
-    column: str
-    where: tuple = ()
-    at: tuple = ()
-    note: str = ""
-
-    @property
-    def id(self):
-        """How messages name it: paper, section and quantity."""
-        return f"{self.paper} {self.section}: {self.quantity}"
-
-
-@dataclass(frozen=True)
-class Catalogue:
-    """One paper's catalogue file, parsed and validated."""
-
-    paper: str
-    title: str
-    tables: dict
-    claims: tuple[Claim, ...]
-    published: tuple[Published, ...] = ()
-    lost: str = ""
-
-    def claim(self, claim_id):
-        """The claim with this id."""
-        found = [c for c in self.claims if c.id == claim_id]
-        if not found:
-            raise KeyError(f"paper {self.paper} has no claim {claim_id!r}; it has {[c.id for c in self.claims]}")
-        return found[0]
 
 
 def catalogue_papers():
@@ -446,9 +253,16 @@ def _comparison(entry, where):
     if entry["direction"] not in DIRECTIONS:
         raise CatalogueError(f"{where}: `direction` must be one of {list(DIRECTIONS)}, got {entry['direction']!r}")
     unit = entry["unit"]
-    if not isinstance(unit, dict) or set(unit) != {"column", "name"} or unit["name"] not in UNIT_NAMES:
-        raise CatalogueError(
-            f"{where}: `unit` must be {{column, name}} with name one of {list(UNIT_NAMES)}, got {unit!r}")
+    if (not isinstance(unit, dict) or not {"column", "name"} <= set(unit) <= {"column", "name", "within"}
+            or unit["name"] not in UNIT_NAMES):
+        raise CatalogueError(f"{where}: `unit` must be {{column, name}} (and optionally within: [columns]) with "
+                             f"name one of {list(UNIT_NAMES)}, got {unit!r}")
+    within = unit.get("within", [])
+    if not isinstance(within, list) or not all(isinstance(c, str) for c in within):
+        raise CatalogueError(f"{where}: `unit.within` must be a list of column names, got {within!r}")
+    if within and "indicator" in entry:
+        raise CatalogueError(f"{where}: an indicator of rows averaged within a unit is ambiguous; give one row "
+                             "per unit or no indicator")
     _allowed_keys(entry, kind, where)
     scope = entry.get("scope", "group" if kind == "contrast" else "model")
     if scope not in ("model", "group") or (kind == "contrast" and scope != "group"):
@@ -462,10 +276,11 @@ def _comparison(entry, where):
         raise CatalogueError(f"{where}: a trend's value is a correlation in (-1, 1), got {value!r}")
     if not (isinstance(min_units, int) and min_units >= 2 and isinstance(min_models, int) and min_models >= 1):
         raise CatalogueError(f"{where}: requires.min_units must be an int >= 2 and min_models >= 1, got {requires!r}")
+    magnitude, margin = _strength(entry, value, where)
     return dict(
         kind=kind, scope=scope, table=str(entry["table"]), column=str(entry["column"]), x=str(entry.get("x", "")),
         statistic=entry["statistic"], direction=entry["direction"], value=value,
-        unit=str(unit["column"]), unit_name=unit["name"],
+        unit=str(unit["column"]), unit_name=unit["name"], within=tuple(within), magnitude=magnitude, margin=margin,
         where=_selection(entry.get("where", {}), "where", where, literal_only=True),
         at=_selection(entry.get("at", {}), "at", where), before=_selection(entry.get("before", {}), "before", where),
         after=_selection(entry.get("after", {}), "after", where), indicator=_indicator(entry.get("indicator"), where),
@@ -473,6 +288,44 @@ def _comparison(entry, where):
         applies_to=_selection(entry.get("applies_to", {}), "applies_to", where, literal_only=True),
         min_units=min_units, min_models=min_models,
     )
+
+
+def _strength(entry, value, where):
+    """The claim's ``magnitude`` and ``margin``, validated: a margin for an absence (``==``) and only
+    there; a size on the paper's side of its value; words of the size taken from the quote."""
+    absence = entry["direction"] == "=="
+    if absence != ("margin" in entry):
+        raise CatalogueError(f"{where}: an absence (direction ==) needs `margin`, and only an absence takes one")
+    if absence and "magnitude" in entry:
+        raise CatalogueError(f"{where}: an absence states no size beyond its margin; remove `magnitude`")
+    magnitude = margin = None
+    if "magnitude" in entry:
+        spec = entry["magnitude"]
+        if not isinstance(spec, dict) or not {"value", "cite"} <= set(spec) <= {"value", "cite", "words"}:
+            raise CatalogueError(f"{where}: `magnitude` is {{value, cite, words (optional)}}, got {spec!r}")
+        magnitude = Magnitude(value=_value(spec["value"], "magnitude.value", where), cite=_cited(spec, where),
+                              words=str(spec.get("words", "")).strip())
+        if magnitude.words and magnitude.words.lower() not in entry["quote"].lower():
+            raise CatalogueError(f"{where}: magnitude.words {magnitude.words!r} are not in the quote")
+        size = magnitude.value
+        if isinstance(size, float) and isinstance(value, float) and not _OPS[entry["direction"]](size, value):
+            raise CatalogueError(f"{where}: magnitude.value {size:g} is not on the paper's side "
+                                 f"({entry['direction']} {value:g})")
+    if absence:
+        spec = entry["margin"]
+        if not isinstance(spec, dict) or set(spec) != {"value", "cite"}:
+            raise CatalogueError(f"{where}: `margin` is {{value, cite}}, got {spec!r}")
+        margin = Margin(value=_value(spec["value"], "margin.value", where), cite=_cited(spec, where))
+        if isinstance(margin.value, float) and margin.value <= 0:
+            raise CatalogueError(f"{where}: margin.value must be positive, got {margin.value:g}")
+    return magnitude, margin
+
+
+def _cited(spec, where):
+    cite = str(spec.get("cite", "")).strip()
+    if not cite:
+        raise CatalogueError(f"{where}: a size or margin cites the paper's words or numbers (`cite`)")
+    return cite
 
 
 def _allowed_keys(entry, kind, where):
@@ -512,6 +365,8 @@ def _selection(mapping, key, where, *, literal_only=False):
         elif not isinstance(selector, (str, int, float, bool)) or (literal_only and selector in SELECTORS):
             kinds = "a literal" if literal_only else f"a literal, one of {list(SELECTORS)} or a lookup"
             raise CatalogueError(f"{where}: `{key}.{column}` must be {kinds}, got {selector!r}")
+        if selector == "untrained" and column != "step":
+            raise CatalogueError(f"{where}: `{key}.{column}`: only a step can be the untrained one")
         pairs.append((str(column), selector))
     return tuple(pairs)
 
@@ -558,8 +413,8 @@ def _no_unknown(mapping, known, where):
 
 def _check_columns(claim, tables, where):
     """Every table and column a testable claim names is declared in the file's ``tables``."""
-    wanted = {claim.table: [claim.column, claim.unit, claim.x, *(c for p in (claim.where, claim.at, claim.before,
-                                                                             claim.after) for c, _ in p)]}
+    wanted = {claim.table: [claim.column, claim.unit, claim.x, *claim.within,
+                            *(c for p in (claim.where, claim.at, claim.before, claim.after) for c, _ in p)]}
     for lookup in claim.lookups():
         wanted.setdefault(lookup.table, []).append(lookup.column)
     model_columns = [c for c, _ in claim.applies_to] + ([claim.groups.by] if claim.groups else [])

@@ -19,21 +19,28 @@ units the two agree. :class:`~crosslayer.claims.catalogue.Claim` and
 are re-exported here, so that a stage needs one import.
 """
 
-import itertools
 import math
 import operator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, load_catalogue
+from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
+                                          difference_of_means_interval, expanded_level, mean_interval, permutation_p, unseen_rate)
 
-__all__ = ["VERDICTS", "Verdict", "evaluate", "beside_ours", "decide", "correlation", "permutation_p",
-           "expanded_level", "Claim", "load_catalogue"]
+__all__ = ["VERDICTS", "DIRECTION_VERDICTS", "MAGNITUDES", "Verdict", "evaluate", "beside_ours", "decide",
+           "decide_equivalence", "strength", "correlation", "permutation_p", "expanded_level", "Claim",
+           "load_catalogue"]
 
-VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
+#: A claim's verdict on one subject, the direction's and the magnitude's together: ``weaker`` is a
+#: claim whose words state a size ("far below", "about 98%") where the data show the effect smaller.
+VERDICTS = ("holds", "weaker", "contradicted", "inconclusive", "not testable")
+#: The direction part alone.
+DIRECTION_VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
+#: The magnitude part: our interval against the paper's size (:func:`strength`).
+MAGNITUDES = ("as strong", "stronger", "weaker", "undetermined", "no number given")
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
@@ -57,9 +64,16 @@ class Verdict:
     unit : str
         What a unit is (``"boundaries"``, ``"layer pairs"``, ...).
     verdict : str
-        One of :data:`VERDICTS`.
+        One of :data:`VERDICTS`: the direction's verdict, ``weaker`` where the quote's words state a
+        size the data show the effect short of.
     reason : str
-        The numbers and the paper's direction, or what is missing for a test.
+        The numbers, the paper's direction and size, or what is missing for a test.
+    direction : str
+        The direction's part alone (:data:`DIRECTION_VERDICTS`).
+    magnitude : str
+        Our interval against the paper's size (:data:`MAGNITUDES`; empty when not testable).
+    paper_value : float
+        The paper's size in the claim's statistic (NaN where it gives none).
     """
 
     claim: str
@@ -72,10 +86,22 @@ class Verdict:
     unit: str
     verdict: str
     reason: str
+    direction: str = ""
+    magnitude: str = ""
+    paper_value: float = math.nan
 
 
 class _Missing(Exception):
     """What the data lacks for a claim; becomes a "not testable" verdict with this message."""
+
+
+class _Decided(Exception):
+    """A verdict the data reach before any interval: a ceiling or floor the change cannot pass (every
+    unit already at its bound before), which the paper's own starting state contradicts."""
+
+    def __init__(self, verdict, reason, n):
+        super().__init__(reason)
+        self.verdict, self.n = verdict, n
 
 
 def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None):
@@ -100,10 +126,17 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     Returns
     -------
     Verdict
-        ``holds`` when the interval lies entirely on the paper's side of its value (``direction``,
-        ``value``), ``contradicted`` when entirely on the other side, ``inconclusive`` when it
-        straddles the value or the statistic is undefined, ``not testable`` when the data lacks the
-        comparison (the reason names what).
+        Its direction part: ``holds`` when the interval lies entirely on the paper's side of its value
+        (``direction``, ``value``), ``contradicted`` when entirely on the other side, ``inconclusive``
+        when it straddles the value or the statistic is undefined, ``not testable`` when the data
+        lacks the comparison (the reason names what); for an absence (``==``), holds inside the
+        margin and contradicted entirely outside it (:func:`decide_equivalence`). Its magnitude part
+        (:func:`strength`) reads the interval against the paper's size. The verdict is the
+        direction's, except: ``weaker`` where the direction holds but the data show the effect
+        short of a size the quote's words state; ``contradicted`` where no effect shows and the
+        paper's size is ruled out (a null result alone stays inconclusive, with the smallest effect
+        its units could show in the reason); ``contradicted`` where every unit is already at the
+        bound the paper's change starts from (present before it "emerges").
 
     Raises
     ------
@@ -122,29 +155,49 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     blank = dict(claim=claim.id, paper=claim.paper, unit=claim.unit_name, statistic=nan, low=nan, high=nan, n=0)
     if not claim.testable:
         return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
-                       reason=f"beyond the workflow's tables: {claim.why}")
+                       direction="not testable", reason=f"beyond the workflow's tables: {claim.why}")
     rng = np.random.default_rng(seed)
     subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
+    # equivalence is two one-sided tests at 1 - confidence each: the interval at 2 confidence - 1
+    level = 2 * confidence - 1 if claim.direction == "==" else confidence
     try:
         models = _models_in_scope(claim, data)
         subject = subject or "+".join(models)
-        if claim.kind == "contrast":
-            result = _contrast(claim, data, models, confidence, n_boot, rng)
-        elif claim.kind == "trend":
-            result = _trend(claim, data, models, confidence, n_boot, rng)
-        else:
-            result = _mean_kind(claim, data, models, confidence, n_boot, rng)
+        kind = {"contrast": _contrast, "trend": _trend}.get(claim.kind, _mean_kind)
+        estimate, low, high, n, reference, detail, gate = kind(claim, data, models, level, n_boot, rng)
+        size = _number(claim.magnitude.value, data, models[0], claim) if claim.magnitude else nan
+        margin = _number(claim.margin.value, data, models[0], claim) if claim.margin else nan
     except _Missing as missing:
-        return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable", reason=str(missing))
-    estimate, low, high, n, reference, detail, gate = result
-    verdict = decide(low, high, claim.direction, reference)
-    if gate and verdict != "inconclusive":  # the interval decides, a test of few units does not
-        verdict, detail = "inconclusive", f"{detail}; {gate}"
+        return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
+                       direction="not testable", reason=str(missing))
+    except _Decided as decided:
+        return Verdict(**blank | {"n": decided.n}, subject=subject, verdict=decided.verdict,
+                       direction=decided.verdict, magnitude="undetermined", reason=str(decided))
+    if claim.direction == "==":
+        direction = decide_equivalence(low, high, reference, margin)
+    else:
+        direction = decide(low, high, claim.direction, reference)
+    if gate and direction != "inconclusive":  # the interval decides, a test of few units does not
+        direction, detail = "inconclusive", f"{detail}; {gate}"
     numbers = f"{claim.statistic} {estimate:.3g}" if math.isnan(low) else (
-        f"{claim.statistic} {estimate:.3g}, {confidence:.0%} interval [{low:.3g}, {high:.3g}]")
-    reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {claim.direction} {reference:.3g}"
+        f"{claim.statistic} {estimate:.3g}, {level:.0%} interval [{low:.3g}, {high:.3g}]")
+    paper = (f"within {margin:.3g} of {reference:.3g} ({claim.margin.cite})" if claim.direction == "=="
+             else f"{claim.direction} {reference:.3g}")
+    reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {paper}"
+    magnitude = strength(low, high, claim.direction, size) if claim.magnitude else "no number given"
+    if claim.magnitude:
+        reason += f"; its size {size:.3g} ({claim.magnitude.cite}): ours {magnitude}"
+    verdict = direction
+    if magnitude == "weaker" and direction == "holds" and claim.magnitude.words:
+        verdict = "weaker"  # the quote states the size: the sign alone is not the claim
+    elif magnitude == "weaker" and direction == "inconclusive":
+        verdict = "contradicted"  # a null result, but one that rules out the paper's size
+        reason += " (no effect shown, and the paper's size ruled out)"
+    elif direction == "inconclusive" and not math.isnan(low) and claim.direction != "==":
+        reason += f"; an effect under {(high - low) / 2:.3g} would rarely show over {n} {claim.unit_name}"
     return Verdict(claim=claim.id, paper=claim.paper, subject=subject, statistic=float(estimate), low=float(low),
-                   high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason)
+                   high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason,
+                   direction=direction, magnitude=magnitude, paper_value=float(size))
 
 
 def beside_ours(number, data):
@@ -211,76 +264,43 @@ def decide(low, high, direction, value):
     return "holds" if paper_side else "contradicted" if other_side else "inconclusive"
 
 
-def expanded_level(confidence, n):
-    """The level at which to read a percentile bootstrap interval of ``n`` units for ``confidence``.
-
-    Parameters
-    ----------
-    confidence : float
-        Nominal coverage, in (0, 1).
-    n : int
-        Units (>= 2).
-
-    Returns
-    -------
-    level : float
-        ``1 - 2 Phi(-sqrt(n / (n - 1)) t_{n-1})`` with ``t_{n-1}`` the ``(1 + confidence) / 2``
-        quantile of Student's t with n - 1 degrees of freedom: in [confidence, 1), tending to
-        ``confidence`` as n grows.
-
-    Notes
-    -----
-    The percentile interval of a mean is about ``mean +- z sd_n / sqrt(n)`` (``sd_n`` with divisor
-    n); reading it at this level widens it to ``mean +- t sd / sqrt(n)``, the t interval.
-
-    References
-    ----------
-    T. C. Hesterberg, "What teachers should know about the bootstrap", The American Statistician
-    69(4), 2015 (the expanded percentile interval).
+def decide_equivalence(low, high, value, margin):
+    """An absence ("at chance", "flat", "no relation") as equivalence: ``holds`` when the interval
+    lies inside ``value +- margin``, ``contradicted`` when it lies entirely outside it, else
+    ``inconclusive`` (two one-sided tests; the caller reads the interval at ``2 confidence - 1``).
 
     Examples
     --------
-    >>> round(expanded_level(0.95, 5), 4), round(expanded_level(0.95, 10_000), 4)
-    (0.9981, 0.95)
+    >>> decide_equivalence(-0.02, 0.03, 0.0, 0.05), decide_equivalence(0.06, 0.2, 0.0, 0.05)
+    ('holds', 'contradicted')
+    >>> decide_equivalence(0.01, 0.2, 0.0, 0.05)
+    'inconclusive'
     """
-    if not 0 < confidence < 1 or n < 2:
-        raise ValueError(f"need 0 < confidence < 1 and n >= 2, got {confidence} and {n}")
-    t = stats.t.ppf(0.5 + confidence / 2, n - 1)
-    return float(1 - 2 * stats.norm.cdf(-math.sqrt(n / (n - 1)) * t))
+    if math.isnan(low) or math.isnan(high) or math.isnan(margin):
+        return "inconclusive"
+    if value - margin <= low and high <= value + margin:
+        return "holds"
+    return "contradicted" if low > value + margin or high < value - margin else "inconclusive"
 
 
-def correlation(x, y, *, method="spearman"):
-    """Row-wise correlation of paired samples (vectorised over leading axes).
-
-    Parameters
-    ----------
-    x, y : (..., n) array_like
-        Paired values; each row is one sample of n units.
-    method : {"spearman", "pearson"}
-        Spearman ranks each row first (average ranks for ties).
-
-    Returns
-    -------
-    r : (...) ndarray of float
-        In [-1, 1]; NaN for a row in which x or y is constant.
+def strength(low, high, direction, size):
+    """Our interval against the paper's size ``size`` (on the paper's side of ``direction``):
+    ``as strong`` when the interval reaches it, ``stronger`` when it lies entirely beyond it,
+    ``weaker`` when entirely short of it (the data show the effect smaller than the paper's),
+    ``undetermined`` when the interval is undefined.
 
     Examples
     --------
-    >>> float(correlation([1, 2, 3, 4], [1, 4, 9, 16]))
-    1.0
+    >>> strength(0.006, 0.119, ">", 0.74), strength(0.6, 0.9, ">", 0.74), strength(0.8, 0.9, ">", 0.74)
+    ('weaker', 'as strong', 'stronger')
+    >>> strength(-0.9, -0.8, "<", -0.5)
+    'stronger'
     """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.shape != y.shape or x.ndim < 1:
-        raise ValueError(f"`x` and `y` must have one shape with a last axis of units, got {x.shape} and {y.shape}")
-    if method not in ("spearman", "pearson"):
-        raise ValueError(f"`method` must be spearman or pearson, got {method!r}")
-    constant = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
-    if method == "spearman":
-        x, y = stats.rankdata(x, axis=-1), stats.rankdata(y, axis=-1)
-    xc, yc = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (xc * yc).sum(axis=-1) / np.sqrt((xc**2).sum(axis=-1) * (yc**2).sum(axis=-1))
-    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+    if math.isnan(low) or math.isnan(high) or math.isnan(size):
+        return "undetermined"
+    sign = 1 if direction in (">", ">=") else -1
+    near, far = (low, high) if sign > 0 else (-high, -low)
+    return "weaker" if far < sign * size else "stronger" if near > sign * size else "as strong"
 
 
 # -- the kinds -----------------------------------------------------------------------------------
@@ -298,10 +318,12 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
         values = _pooled(models, lambda m: _unit_values(claim, data, m) - limits[m])
         reference, detail = 0.0, f" minus each model's value{source}"
     _enough(claim, values.size, "", values)
-    result = stats.bootstrap((values,), np.mean, vectorized=True, n_resamples=n_boot, method="percentile",
-                             confidence_level=expanded_level(confidence, values.size), rng=rng)
-    interval = result.confidence_interval
-    return float(values.mean()), float(interval.low), float(interval.high), values.size, reference, detail, None
+    interval = difference_interval if claim.kind == "change" else mean_interval
+    low, high = interval(values, confidence, n_boot, rng)
+    if low == high == reference and claim.direction != "==":  # every unit at the value: a null result
+        reach = unseen_rate(values.size, confidence)
+        detail += f" (no unit differs from {reference:.3g}: a rate up to {reach:.3g} cannot be ruled out)"
+    return float(values.mean()), low, high, values.size, reference, detail, None
 
 
 def _contrast(claim, data, models, confidence, n_boot, rng):
@@ -317,18 +339,10 @@ def _contrast(claim, data, models, confidence, n_boot, rng):
         _enough(claim, values.size, f" for {name}", values)
         samples.append(values)
     a, b = samples
-    level = expanded_level(confidence, min(a.size, b.size))  # the smaller group's degrees of freedom
-    result = stats.bootstrap((a, b), _difference_of_means, vectorized=True, paired=False, n_resamples=n_boot,
-                             confidence_level=level, method="percentile", rng=rng)
-    interval = result.confidence_interval
+    low, high = difference_of_means_interval(a, b, confidence, n_boot, rng)
     first, second = claim.groups.names
     detail = f" ({a.size} {first}, {b.size} {second}; {first} minus {second})"
-    return (float(a.mean() - b.mean()), float(interval.low), float(interval.high), a.size + b.size, claim.value,
-            detail, None)
-
-
-def _difference_of_means(a, b, axis=-1):
-    return a.mean(axis=axis) - b.mean(axis=axis)
+    return float(a.mean() - b.mean()), low, high, a.size + b.size, claim.value, detail, None
 
 
 def _trend(claim, data, models, confidence, n_boot, rng):
@@ -340,45 +354,21 @@ def _trend(claim, data, models, confidence, n_boot, rng):
     x, y = both[claim.x].to_numpy(float), both[claim.column].to_numpy(float)
     estimate = float(correlation(x, y, method=claim.statistic))
     if math.isnan(estimate):
-        constant = claim.x if np.ptp(x) == 0 else claim.column
-        detail = f" ({constant} is constant: no correlation to measure)"
+        if len(set(x.tolist())) == 1:  # one checkpoint, one depth: nothing to order
+            raise _Missing(f"{claim.x} takes one value ({x[0]:g}) over the {len(x)} {claim.unit_name}: "
+                           "a trend needs it to vary")
+        detail = f" ({claim.column} is constant: no correlation to measure)"
         return estimate, math.nan, math.nan, len(both), claim.value, detail, None
-    picks = rng.integers(0, len(both), size=(n_boot, len(both)))
-    boot = correlation(x[picks], y[picks], method=claim.statistic)
-    dropped = int(np.isnan(boot).sum())
-    tail = 50 * (1 - expanded_level(confidence, len(both)))
-    low, high = np.nanpercentile(boot, [tail, 100 - tail]) if dropped < n_boot else (math.nan, math.nan)
+    low, high, dropped = correlation_interval(x, y, claim.statistic, confidence, n_boot, rng)
     detail = f" ({dropped} of {n_boot} resamples with a constant column left out)" if dropped else ""
     gate = None
-    if claim.value == 0 and decide(low, high, claim.direction, 0.0) != "inconclusive":
+    if claim.value == 0 and claim.direction != "==" and decide(low, high, claim.direction, 0.0) != "inconclusive":
         # resampling few perfectly ordered units gives [1, 1] by chance alone (1 in 24 at 4 units):
         # the order must also be unlikely under no association, one-sided at the interval's tail
         p = permutation_p(x, y, method=claim.statistic, side=1 if low > 0 else -1, n_perm=n_boot, rng=rng)
         if p > (1 - confidence) / 2:
             gate = f"permutation p = {p:.2g} over {len(both)} {claim.unit_name}, above {(1 - confidence) / 2:.3g}"
-    return estimate, float(low), float(high), len(both), claim.value, detail, gate
-
-
-def permutation_p(x, y, *, method="spearman", side=1, n_perm=2000, rng=None):
-    """One-sided permutation p-value of ``correlation(x, y)`` (``side`` +1: at least as large, -1:
-    at most as small) under no association: exact over every order of ``y`` up to 8 units, else
-    ``n_perm`` random orders (``(1 + count) / (1 + n_perm)``).
-
-    Examples
-    --------
-    >>> round(permutation_p([1, 2, 3, 4], [1, 2, 3, 4]), 4)  # 1 order in 4! = 24
-    0.0417
-    """
-    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    observed = side * correlation(x, y, method=method)
-    if len(y) <= 8:
-        orders = np.array(list(itertools.permutations(range(len(y)))))
-        null = side * correlation(np.broadcast_to(x, orders.shape), y[orders], method=method)
-        return float(np.mean(null >= observed - 1e-12))
-    rng = rng if rng is not None else np.random.default_rng(0)
-    orders = rng.permuted(np.broadcast_to(y, (n_perm, len(y))), axis=1)
-    null = side * correlation(np.broadcast_to(x, orders.shape), orders, method=method)
-    return float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm))
+    return estimate, low, high, len(both), claim.value, detail, gate
 
 
 # -- reading the tables -----------------------------------------------------------------------------
@@ -428,9 +418,14 @@ def _values_at(claim, data, model, selection):
             have = sorted(rows[column].dropna().unique().tolist())
             raise _Missing(f"{claim.table} has no {column} {value} for {model}{_where_text(claim)} (it has {have})")
         rows = rows[rows[column] == value]
-    if rows[claim.unit].duplicated().any():
-        raise ValueError(f"claim {claim.id}: several rows per {claim.unit} in {claim.table} for {model} at "
+    key = [claim.unit, *claim.within]
+    if rows.duplicated(key).any():
+        raise ValueError(f"claim {claim.id}: several rows per {' and '.join(key)} in {claim.table} for {model} at "
                          f"{dict(selection)}{_where_text(claim)}; the catalogue entry needs a `where`")
+    if claim.within:  # rows finer than the independent unit: one value per unit, their mean
+        means = [c for c in (claim.column, claim.x) if c]
+        return rows.groupby(claim.unit, sort=False).agg(
+            {c: "mean" if c in means else "first" for c in rows.columns if c not in key})
     return rows.set_index(claim.unit)
 
 
@@ -453,13 +448,16 @@ def _change(claim, data, model):
     if resolved["before_at"] == resolved["after_at"]:
         raise _Missing(f"{model}: before and after are the same rows ({at}); the change needs two conditions")
     before, after = resolved["before"].align(resolved["after"], join="inner")
-    # a strict rise (fall) of a 0/1 indicator cannot show when every unit is already 1 (0) before
+    # a strict rise (fall) of a 0/1 indicator cannot show when every unit is already 1 (0) before:
+    # the state the paper starts from (absent, or present) is not there, a verdict on the claim
     bound = {">": 1.0, "<": 0.0}.get(claim.direction)
     if claim.kind == "change" and claim.indicator and bound is not None and before.dropna().eq(bound).all():
         cut = _number(claim.indicator.value, data, model, claim)
-        raise _Missing(f"{model}: every one of the {before.notna().sum()} {claim.unit_name} is already {bound:g} at "
-                       f"{at} ({claim.column} {claim.indicator.op} {cut:.3g}): a {'rise' if bound else 'fall'} "
-                       "cannot show")
+        state = "present" if bound else "absent"
+        raise _Decided("contradicted", f"{model}: every one of the {before.notna().sum()} {claim.unit_name} is "
+                       f"already {bound:g} at {at} ({claim.column} {claim.indicator.op} {cut:.3g}): "
+                       f"{state} before the {'rise' if bound else 'fall'} the paper describes, which "
+                       "cannot show from there", int(before.notna().sum()))
     return after - before
 
 
@@ -473,9 +471,25 @@ def _indicated(claim, data, model, values):
 def _resolve(selector, column, data, model, claim):
     if isinstance(selector, Lookup):
         return _lookup(selector, data, model, claim)
+    if selector == "untrained":
+        return _untrained_step(data, model)
     if isinstance(selector, str) and selector in SELECTORS:
         return column.min() if selector == "first" else column.max()
     return selector
+
+
+def _untrained_step(data, model):
+    """The model's step that is its initialization: step 0 of a run the workflow trained, its
+    untrained twin (``init``), or the step its config marks (``untrained_step``); a step 0 of a
+    user's checkpoints is not assumed to be one."""
+    info = data.get("models")
+    found = info.loc[info["model"] == model, "untrained_step"].dropna() if info is not None and \
+        "untrained_step" in info else pd.Series(dtype=float)
+    if found.empty:
+        raise _Missing(f"{model}: no checkpoint is known to be untrained (the workflow neither trained it from "
+                       f"step 0 nor built its untrained twin, and models.{model}.untrained_step is not set): "
+                       "claims about initialization need one")
+    return int(found.iloc[0])
 
 
 def _number(value, data, model, claim):

@@ -20,10 +20,10 @@ __all__ = ["VERDICT_COLORS", "ACROSS", "verdicts_figure", "FIGURES"]
 #: The column of claims that compare models (one verdict per group, named beside the claim).
 ACROSS = "across models"
 
-#: One colour per verdict (colour-blind safe: blue / orange / light grey / dark grey).
-VERDICT_COLORS = {"holds": "#2c7bb6", "contradicted": "#e66101", "inconclusive": "#fdd9a0",
+#: One colour per verdict (colour-blind safe: blue / light blue / orange / light orange / grey).
+VERDICT_COLORS = {"holds": "#2c7bb6", "weaker": "#abd9e9", "contradicted": "#e66101", "inconclusive": "#fdd9a0",
                   "not testable": "#bdbdbd"}
-_MARKS = {"holds": "✓", "contradicted": "✗", "inconclusive": "?", "not testable": "–"}
+_MARKS = {"holds": "✓", "weaker": "≈", "contradicted": "✗", "inconclusive": "?", "not testable": "–"}
 
 
 def verdicts_figure(verdicts):
