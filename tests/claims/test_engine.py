@@ -504,3 +504,39 @@ def test_a_trend_over_one_checkpoint_is_not_testable():
     data = {"t/units": units_table("m", 0, np.arange(6.0), x=np.full(6, 100.0))}
     verdict = evaluate(claim, data)
     assert verdict.verdict == "not testable" and "x takes one value (100)" in verdict.reason
+
+
+def test_a_ratio_to_the_step_0_value_and_its_paired_interval():
+    rng = np.random.default_rng(20)
+    before = rng.uniform(0.8, 1.2, 40)
+    after = 0.6 * before + rng.normal(scale=0.05, size=40)
+    data = {"t/units": pd.concat([units_table("m", 0, before), units_table("m", 100, after)])}
+    claim = make_claim(**{**KIND_ENTRIES["change"], "statistic": "ratio_of_means", "direction": "<", "value": 0.8,
+                          "magnitude": {"value": 0.69, "cite": "Table 2: .951 -> .653"}})
+    verdict = evaluate(claim, data, n_boot=4000)
+    assert verdict.statistic == pytest.approx(after.mean() / before.mean())
+    # the delta method's normal interval of a ratio of paired means (an independent computation)
+    r = after.mean() / before.mean()
+    se = math.sqrt(np.var(after - r * before, ddof=1) / 40) / before.mean()
+    low, high = normal_interval(r, se)
+    assert (verdict.low, verdict.high) == pytest.approx((low, high), abs=0.15 * (high - low))
+    assert (verdict.verdict, verdict.magnitude) == ("holds", "stronger")
+
+
+def test_a_change_of_a_trend_is_the_difference_of_two_correlations_over_the_same_units():
+    rng = np.random.default_rng(21)
+    x = np.arange(30.0)
+    before, after = 0.02 * x + rng.normal(size=30), 0.2 * x + rng.normal(size=30)
+    data = {"t/units": pd.concat([units_table("m", 0, before, x=x), units_table("m", 100, after, x=x)])}
+    claim = make_claim(**{**KIND_ENTRIES["trend"], "before": {"step": 0}, "after": {"step": "last"}})
+    verdict = evaluate(claim, data, n_boot=2000)
+    expected = stats.spearmanr(x, after).statistic - stats.spearmanr(x, before).statistic
+    assert verdict.statistic == pytest.approx(expected) and verdict.verdict == "holds"
+    # the same resampling by hand: one draw of units for both correlations
+    picks = np.random.default_rng(5).integers(0, 30, size=(2000, 30))
+    boot = correlation(x[picks], after[picks]) - correlation(x[picks], before[picks])
+    tail = 50 * (1 - expanded_level(0.95, 30))
+    assert (verdict.low, verdict.high) == pytest.approx(tuple(np.percentile(boot, [tail, 100 - tail])), abs=0.08)
+    same = 0.2 * x + rng.normal(size=30)  # the gradient there at both steps: nothing installed
+    flat = {"t/units": pd.concat([units_table("m", 0, after, x=x), units_table("m", 100, same, x=x)])}
+    assert evaluate(claim, flat).verdict == "inconclusive"

@@ -406,8 +406,9 @@ def across_papers_settings(config):
 
 #: The model keys each source reads (besides source, reference_step and analyses); any other
 #: would be silently ignored.
-SOURCE_KEYS = {"train": ("arch", "train", "steps"), "hub": ("repo", "revision", "steps", "checkpoints", "init"),
-               "local": ("checkpoints", "init")}
+SOURCE_KEYS = {"train": ("arch", "train", "steps"),
+               "hub": ("repo", "revision", "steps", "checkpoints", "init", "untrained_step"),
+               "local": ("checkpoints", "init", "untrained_step")}
 
 
 def check_model_entries(config):
@@ -425,9 +426,13 @@ def check_model_entries(config):
             explicit = _explicit(cfg)
         except ValueError as err:
             raise ValueError(f"{key}: {err}") from None
-        if "init" in cfg and 0 in (explicit or [int(s) for s in cfg.get("steps", [])]):
+        steps = explicit or [int(s) for s in cfg.get("steps", [])]
+        if "init" in cfg and 0 in steps:
             raise ValueError(f"{key}.init: step 0 is the untrained twin, but the model already has a step 0; "
                              "remove init, or that step")
+        if "untrained_step" in cfg and ("init" in cfg or cfg["untrained_step"] not in steps):
+            raise ValueError(f"{key}.untrained_step: {cfg['untrained_step']} is not one of the model's steps "
+                             f"{sorted(steps)}{' (init makes step 0 the untrained twin)' if 'init' in cfg else ''}")
 
 
 def tokenizing_stages(config, model, *, causal=True):

@@ -32,6 +32,7 @@ rule claims:
         "../../envs/claims.yaml"
     params:
         run=lambda wildcards: claims_tables(),
+        identities=lambda wildcards: claims_identities(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
     script:

@@ -489,6 +489,13 @@ def claims_tables():
     return papers, tables
 
 
+def claims_identities():
+    """Each model's hub repo and untrained step (crosslayer.claims.subjects): whom the claims are about."""
+    from crosslayer.claims.subjects import model_identities
+
+    return model_identities(MODELS)
+
+
 def get_report_description():
     """The workflow's report text (workflow/report/workflow.rst) of this checkout, or from the
     source cache for a module from a remote source (as the shipped prompt files)."""

@@ -13,13 +13,14 @@ from crosslayer.claims.catalogue import load_catalogue
 from crosslayer.claims.figures import FIGURES
 from crosslayer.claims.readers import read_tables
 from crosslayer.claims.report import report_text
+from crosslayer.claims.subjects import with_identities
 from crosslayer.claims.verdicts import published_table, readings, verdict_table
 from crosslayer.plotting import save_figures
 
 papers, table_models = snakemake.params.run
 settings, output = snakemake.params.settings, snakemake.output
 catalogues = [load_catalogue(paper) for paper in papers]
-data = read_tables(".", table_models)
+data = with_identities(read_tables(".", table_models), snakemake.params.identities)
 verdicts = verdict_table(catalogues, data, {name: list(models) for name, models in table_models.items()},
                          confidence=settings["confidence"], n_boot=settings["n_boot"], seed=settings["seed"])
 for paper, line in readings(verdicts, catalogues).items():

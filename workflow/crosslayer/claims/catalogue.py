@@ -49,6 +49,7 @@ claims), and ``lost``, which numbers the stored text lost and so stay out.
 
 import functools
 import operator
+from dataclasses import replace
 from importlib import resources
 
 import yaml
@@ -79,9 +80,9 @@ __all__ = [
 
 _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
                "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
-               "requires", "note", "figure", "magnitude", "margin"}
+               "requires", "note", "figure", "magnitude", "margin", "stated_for"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
-_OPTIONAL_FILE_KEYS = {"published", "lost"}
+_OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models"}
 _PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
@@ -157,11 +158,16 @@ def parse_catalogue(document, *, source):
     tables = _parse_tables(document["tables"], source)
     if not isinstance(document["claims"], list) or not document["claims"]:
         raise CatalogueError(f"claims catalogue {source}: claims must be a non-empty list")
+    paper_models = document.get("paper_models") or {}
+    if not isinstance(paper_models, dict) or not all(isinstance(v, str) and "/" in v for v in paper_models.values()):
+        raise CatalogueError(f"claims catalogue {source}: paper_models maps a name to a hub repo (owner/name), got "
+                             f"{paper_models!r}")
     claims, seen = [], set()
     for i, entry in enumerate(document["claims"], start=1):
         name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
         where = f"claims catalogue {source}, claim {name}"
         claim = _parse_claim(entry, paper, where)
+        claim = replace(claim, stated_for=_stated_for(entry, paper_models, where))
         if claim.id in seen:
             raise CatalogueError(f"{where}: duplicate id")
         seen.add(claim.id)
@@ -174,7 +180,17 @@ def parse_catalogue(document, *, source):
     numbers = tuple(_parse_published(entry, paper, tables, f"claims catalogue {source}, published #{i}")
                     for i, entry in enumerate(published, start=1))
     return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims),
-                     published=numbers, lost=str(document.get("lost", "")).strip())
+                     published=numbers, lost=str(document.get("lost", "")).strip(), paper_models=paper_models)
+
+
+def _stated_for(entry, paper_models, where):
+    """The repos of the paper's models a claim is stated for: ``stated_for`` (names of the file's
+    ``paper_models``), by default all of them."""
+    names = entry.get("stated_for", list(paper_models))
+    if not isinstance(names, list) or any(n not in paper_models for n in names):
+        raise CatalogueError(f"{where}: `stated_for` lists names of the file's paper_models {sorted(paper_models)}, "
+                             f"got {names!r}")
+    return tuple(paper_models[n] for n in names)
 
 
 def _parse_published(entry, paper, tables, where):
@@ -271,9 +287,10 @@ def _comparison(entry, where):
     if not isinstance(requires, dict) or not set(requires) <= {"min_units", "min_models"}:
         raise CatalogueError(f"{where}: `requires` takes min_units and min_models, got {requires!r}")
     min_units, min_models = requires.get("min_units", 3), requires.get("min_models", 1)
-    value = _value(entry.get("value", 0.0), "value", where)
-    if kind == "trend" and not (isinstance(value, float) and -1 < value < 1):
-        raise CatalogueError(f"{where}: a trend's value is a correlation in (-1, 1), got {value!r}")
+    value = _value(entry.get("value", 1.0 if entry["statistic"] == "ratio_of_means" else 0.0), "value", where)
+    if kind == "trend" and not (isinstance(value, float) and -2 < value < 2 and ("before" in entry or -1 < value < 1)):
+        raise CatalogueError(f"{where}: a trend's value is a correlation in (-1, 1) (a change of one in (-2, 2)), "
+                             f"got {value!r}")
     if not (isinstance(min_units, int) and min_units >= 2 and isinstance(min_models, int) and min_models >= 1):
         raise CatalogueError(f"{where}: requires.min_units must be an int >= 2 and min_models >= 1, got {requires!r}")
     magnitude, margin = _strength(entry, value, where)
@@ -331,15 +348,17 @@ def _cited(spec, where):
 def _allowed_keys(entry, kind, where):
     """Keys a kind needs or must not have."""
     need = {"change": {"before", "after"}, "contrast": {"groups"}, "trend": {"x"}, "threshold": {"value"}}[kind]
-    refuse = {"change": {"at", "x", "groups"}, "contrast": {"x"}, "trend": {"before", "after", "groups", "indicator"},
+    refuse = {"change": {"at", "x", "groups"}, "contrast": {"x"}, "trend": {"groups", "indicator"},
               "threshold": {"before", "after", "x", "groups"}}[kind]
     empty = sorted(k for k in need if entry.get(k) in (None, {}, ""))
     if empty:
         raise CatalogueError(f"{where}: a {kind} claim needs {empty}")
     if refuse & entry.keys():
         raise CatalogueError(f"{where}: a {kind} claim takes no {sorted(refuse & entry.keys())}")
-    if kind == "contrast" and ("before" in entry) != ("after" in entry):
-        raise CatalogueError(f"{where}: a contrast of changes needs both `before` and `after`")
+    if kind in ("contrast", "trend") and ("before" in entry) != ("after" in entry):
+        raise CatalogueError(f"{where}: a {kind} of changes needs both `before` and `after`")
+    if kind == "trend" and "at" in entry and "before" in entry:
+        raise CatalogueError(f"{where}: a trend is `at` one selection, or its change `before` -> `after`, not both")
     if kind == "contrast" and "at" in entry and "before" in entry:
         raise CatalogueError(
             f"{where}: a contrast compares values `at` one selection or changes `before` -> `after`, not both")

@@ -28,7 +28,8 @@ import pandas as pd
 
 from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, load_catalogue
 from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
-                                          difference_of_means_interval, expanded_level, mean_interval, permutation_p, unseen_rate)
+                                          difference_of_means_interval, expanded_level, mean_interval, permutation_p,
+                                          correlation_change_interval, ratio_interval, unseen_rate)
 
 __all__ = ["VERDICTS", "DIRECTION_VERDICTS", "MAGNITUDES", "Verdict", "evaluate", "beside_ours", "decide",
            "decide_equivalence", "strength", "correlation", "permutation_p", "expanded_level", "Claim",
@@ -307,7 +308,17 @@ def strength(low, high, direction, size):
 
 
 def _mean_kind(claim, data, models, confidence, n_boot, rng):
-    """``change`` (mean paired difference) and ``threshold`` (mean against a value)."""
+    """``change`` (mean paired difference, or the ratio of the means after and before) and
+    ``threshold`` (mean against a value)."""
+    if claim.statistic == "ratio_of_means":
+        pairs = pd.concat([pd.concat(_change(claim, data, m, pair=True), axis=1) for m in models]).dropna()
+        before, after = pairs.to_numpy(float).T
+        _enough(claim, len(before), "", after - before)
+        if before.sum() <= 0:
+            raise _Missing(f"the mean before is {before.mean():.3g}: a ratio to it is not defined")
+        low, high = ratio_interval(before, after, confidence, n_boot, rng)
+        detail = f" (mean {after.mean():.3g} after, {before.mean():.3g} before)"
+        return float(after.sum() / before.sum()), low, high, len(before), claim.value, detail, None
     limits = {m: _number(claim.value, data, m, claim) for m in models}
     source = f" ({claim.value.table} {claim.value.column})" if isinstance(claim.value, Lookup) else ""
     if len(set(limits.values())) == 1:  # one value to compare the mean with
@@ -320,7 +331,7 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
     _enough(claim, values.size, "", values)
     interval = difference_interval if claim.kind == "change" else mean_interval
     low, high = interval(values, confidence, n_boot, rng)
-    if low == high == reference and claim.direction != "==":  # every unit at the value: a null result
+    if np.all(values == reference) and claim.direction != "==":  # every unit at the value: a null result
         reach = unseen_rate(values.size, confidence)
         detail += f" (no unit differs from {reference:.3g}: a rate up to {reach:.3g} cannot be ruled out)"
     return float(values.mean()), low, high, values.size, reference, detail, None
@@ -346,7 +357,10 @@ def _contrast(claim, data, models, confidence, n_boot, rng):
 
 
 def _trend(claim, data, models, confidence, n_boot, rng):
-    """Correlation of ``column`` with ``x`` across units; resamples with a constant column are left out."""
+    """Correlation of ``column`` with ``x`` across units (or its change ``before`` -> ``after`` over
+    the same units); resamples with a constant column are left out."""
+    if claim.before:
+        return _trend_change(claim, data, models, confidence, n_boot, rng)
     # reset_index: x may be the unit itself (a trend over checkpoints, units = steps)
     frames = [_values_at(claim, data, m, claim.at).reset_index()[[claim.x, claim.column]] for m in models]
     both = pd.concat(frames).dropna()
@@ -369,6 +383,27 @@ def _trend(claim, data, models, confidence, n_boot, rng):
         if p > (1 - confidence) / 2:
             gate = f"permutation p = {p:.2g} over {len(both)} {claim.unit_name}, above {(1 - confidence) / 2:.3g}"
     return estimate, low, high, len(both), claim.value, detail, gate
+
+
+def _trend_change(claim, data, models, confidence, n_boot, rng):
+    """``correlation(after) - correlation(before)`` of ``column`` with ``x``, over units present at
+    both (a gradient training installs, against the one already there at initialization)."""
+    frames = []
+    for m in models:
+        sides = [_values_at(claim, data, m, selection)[[claim.x, claim.column]] for selection in (claim.before,
+                                                                                                    claim.after)]
+        frames.append(pd.concat(sides, axis=1, keys=["before", "after"], join="inner"))
+    both = pd.concat(frames).dropna()
+    _enough(claim, len(both), "")
+    xb, yb, xa, ya = (both[side][c].to_numpy(float) for side in ("before", "after") for c in (claim.x, claim.column))
+    before, after = (float(correlation(x, y, method=claim.statistic)) for x, y in ((xb, yb), (xa, ya)))
+    detail = f" ({claim.statistic} {before:.3g} before, {after:.3g} after)"
+    if math.isnan(before) or math.isnan(after):
+        return math.nan, math.nan, math.nan, len(both), claim.value, detail + ": a constant column", None
+    low, high, dropped = correlation_change_interval(xb, yb, xa, ya, claim.statistic, confidence, n_boot, rng)
+    if dropped:
+        detail += f" ({dropped} of {n_boot} resamples with a constant column left out)"
+    return after - before, low, high, len(both), claim.value, detail, None
 
 
 # -- reading the tables -----------------------------------------------------------------------------
@@ -437,8 +472,9 @@ def _unit_values(claim, data, model):
     return _indicated(claim, data, model, _values_at(claim, data, model, claim.at)[claim.column])
 
 
-def _change(claim, data, model):
-    """Per-unit ``after - before`` (after the indicator, if any) for one model."""
+def _change(claim, data, model, *, pair=False):
+    """Per-unit ``after - before`` (after the indicator, if any) for one model; ``pair``: the two
+    aligned Series instead."""
     resolved = {}
     for key, selection in (("before", claim.before), ("after", claim.after)):
         rows = _values_at(claim, data, model, selection)
@@ -458,7 +494,7 @@ def _change(claim, data, model):
                        f"already {bound:g} at {at} ({claim.column} {claim.indicator.op} {cut:.3g}): "
                        f"{state} before the {'rise' if bound else 'fall'} the paper describes, which "
                        "cannot show from there", int(before.notna().sum()))
-    return after - before
+    return (before, after) if pair else after - before
 
 
 def _indicated(claim, data, model, values):

@@ -34,9 +34,11 @@ def verdicts_figure(verdicts):
     subjects = models + ([ACROSS] if across else [])
     index = {v: i for i, v in enumerate(VERDICTS)}
     grid = np.full((len(claims), len(subjects)), np.nan)
-    labels = list(claims)
+    labels, beyond = list(claims), set()
     for row in verdicts.itertuples():
         i = claims.index(row.claim)
+        if not getattr(row, "in_paper_scope", True):
+            beyond.add((i, len(subjects) - 1 if row.scope == "group" else subjects.index(row.subject)))
         if row.scope == "group":
             grid[i, -1] = index[row.verdict]
             labels[i] = f"{row.claim} ({row.subject})"
@@ -50,7 +52,8 @@ def verdicts_figure(verdicts):
               vmin=-0.5, vmax=len(VERDICTS) - 0.5, aspect="auto", interpolation="nearest")
     for (i, j), value in np.ndenumerate(grid):
         if not np.isnan(value):
-            ax.text(j, i, _MARKS[VERDICTS[int(value)]], ha="center", va="center", fontsize=8,
+            mark = _MARKS[VERDICTS[int(value)]] + ("*" if (i, j) in beyond else "")
+            ax.text(j, i, mark, ha="center", va="center", fontsize=8,
                     color="white" if VERDICTS[int(value)] in ("holds", "contradicted") else "black")
     ax.set_xticks(range(len(subjects)), subjects, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(len(claims)), labels, fontsize=7)
@@ -62,7 +65,8 @@ def verdicts_figure(verdicts):
     ax.set_yticks(np.arange(len(claims) + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", lw=0.8)
     ax.tick_params(which="minor", length=0)
-    ax.set_title("The papers' claims on this run (blank: does not apply)", fontsize=9)
+    ax.set_title("The papers' claims on this run (blank: does not apply; *: a model the paper does not state "
+                 "the claim for)" if beyond else "The papers' claims on this run (blank: does not apply)", fontsize=9)
     ax.legend(handles=[Patch(color=VERDICT_COLORS[v], label=f"{_MARKS[v]} {v}") for v in VERDICTS],
               loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig

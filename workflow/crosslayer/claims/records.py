@@ -8,7 +8,7 @@ __all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "Indicato
 
 #: The comparison kinds and the statistics each computes.
 KINDS = {
-    "change": ("mean_difference",),
+    "change": ("mean_difference", "ratio_of_means"),
     "contrast": ("difference_of_means",),
     "trend": ("spearman", "pearson"),
     "threshold": ("mean",),
@@ -100,6 +100,9 @@ class Claim:
         pair): their values are averaged within the unit first.
     magnitude : Magnitude or None
         The paper's size, where its words or numbers give one.
+    stated_for : tuple of str
+        The hub repos of the models the paper states the claim for (its scope); empty: no model
+        named (its own toy runs, or every model).
     margin : Margin or None
         The equivalence margin of an absence claim (``direction ==``).
     where, at, before, after, applies_to : tuple of (str, object)
@@ -129,6 +132,7 @@ class Claim:
     unit: str = ""
     unit_name: str = ""
     within: tuple = ()
+    stated_for: tuple = ()
     magnitude: Magnitude | None = None
     margin: Margin | None = None
     where: tuple = ()
@@ -235,6 +239,7 @@ class Catalogue:
     claims: tuple[Claim, ...]
     published: tuple[Published, ...] = ()
     lost: str = ""
+    paper_models: dict | None = None
 
     def claim(self, claim_id):
         """The claim with this id."""

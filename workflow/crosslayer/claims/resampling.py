@@ -18,7 +18,8 @@ import numpy as np
 from scipy import stats
 
 __all__ = ["expanded_level", "mean_interval", "difference_interval", "proportion_interval", "unseen_rate",
-           "difference_of_means_interval",
+           "difference_of_means_interval", "ratio_interval",
+           "correlation_change_interval",
            "correlation", "correlation_interval", "permutation_p", "is_indicator"]
 
 
@@ -195,3 +196,31 @@ def difference_of_means_interval(a, b, confidence, n_boot, rng):
 
 def _difference_of_means(a, b, axis=-1):
     return a.mean(axis=axis) - b.mean(axis=axis)
+
+
+def ratio_interval(before, after, confidence, n_boot, rng):
+    """Percentile bootstrap interval of ``mean(after) / mean(before)`` over paired units (both values
+    of a unit drawn together), read at the expanded level; resamples whose mean before is not
+    positive are left out."""
+    before, after = np.asarray(before, dtype=float), np.asarray(after, dtype=float)
+    picks = rng.integers(0, len(before), size=(n_boot, len(before)))
+    down = before[picks].sum(axis=1)
+    ratios = after[picks].sum(axis=1)[down > 0] / down[down > 0]
+    tail = 50 * (1 - expanded_level(confidence, len(before)))
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def correlation_change_interval(x_before, y_before, x_after, y_after, method, confidence, n_boot, rng):
+    """Percentile bootstrap interval of ``correlation(after) - correlation(before)`` over paired
+    units (the same units drawn for both), read at the expanded level; resamples with a constant
+    column are left out (their count is returned)."""
+    picks = rng.integers(0, len(x_before), size=(n_boot, len(x_before)))
+    boot = (correlation(x_after[picks], y_after[picks], method=method)
+            - correlation(x_before[picks], y_before[picks], method=method))
+    dropped = int(np.isnan(boot).sum())
+    if dropped == n_boot:
+        return math.nan, math.nan, dropped
+    tail = 50 * (1 - expanded_level(confidence, len(x_before)))
+    low, high = np.nanpercentile(boot, [tail, 100 - tail])
+    return float(low), float(high), dropped

@@ -15,8 +15,8 @@ __all__ = ["ALL_MODELS", "verdict_table", "published_table", "readings"]
 #: The subject of a claim no model of the run can test, or that the catalogue marks beyond the tables.
 ALL_MODELS = "all models"
 
-COLUMNS = ["paper", "claim", "section", "subject", "scope", "statistic", "low", "high", "n", "unit", "verdict",
-           "reason"]
+COLUMNS = ["paper", "claim", "section", "subject", "scope", "in_paper_scope", "statistic", "low", "high", "n",
+           "unit", "verdict", "direction", "magnitude", "paper_value", "reason"]
 
 
 def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=2000, seed=0):
@@ -43,11 +43,30 @@ def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=200
     for catalogue in catalogues:
         for claim in catalogue.claims:
             for subject, subset in _subjects(claim, data, table_models):
-                verdict = evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed, subject=subject)
+                verdict = vars(evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed,
+                                        subject=subject))
+                outside = _beyond_scope(claim, subset)
+                if outside:
+                    verdict["reason"] = f"beyond the paper's scope ({outside}): {verdict['reason']}"
                 rows.append({"section": claim.section, "scope": claim.scope if claim.testable else "",
-                             **vars(verdict)})
+                             "in_paper_scope": not outside, **verdict})
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.astype({"n": int})
+    return table.astype({"n": int, "in_paper_scope": bool})
+
+
+def _beyond_scope(claim, data):
+    """Why a verdict's models are not those the paper states the claim for ("" when they are, or
+    when the claim names none): the models of its table, by hub repo; a stage's own runs (the toy
+    grid, the ablations) are the paper's experiments."""
+    if not claim.stated_for or claim.table not in data or "models" not in data:
+        return ""
+    info = data["models"].set_index("model")
+    models = [m for m in pd.unique(data[claim.table]["model"]) if m in info.index]
+    others = [m for m in models if info.at[m, "repo"] not in claim.stated_for]
+    if not others:
+        return ""
+    named = ", ".join(r.split("/")[-1] for r in claim.stated_for)
+    return f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not among the models it is stated for: {named}"
 
 
 def _subjects(claim, data, table_models):
@@ -93,20 +112,27 @@ def readings(verdicts, catalogues):
     lines = {}
     for catalogue in catalogues:
         rows = verdicts[verdicts["paper"] == catalogue.paper]
+        # the paper's own models where the run has them: a claim judged on them is the paper's verdict
+        tested = rows[rows["verdict"] != "not testable"]
+        own = tested["in_paper_scope"].astype(bool) if "in_paper_scope" in rows else pd.Series(True, tested.index)
+        on = "" if own.all() else " (on the paper's own models)" if own.any() else " (on this run's models: none " \
+            "is one the paper states its claims for)"
+        if own.any() and not own.all():  # other models' verdicts stay in the table, out of the line
+            rows = rows.assign(verdict=rows["verdict"].where(~rows.index.isin(tested.index[~own]), "not testable"))
         counts = rows.groupby("claim", sort=False)["verdict"].agg(_claim_outcome)
         parts = []
         for outcome in VERDICTS:
             ids = [c for c in counts.index if counts[c] == outcome]
             if ids:
                 parts.append(f"{outcome} {len(ids)} ({', '.join(_short(c) for c in ids)})")
-        lines[catalogue.paper] = f"{len(counts)} claims: " + "; ".join(parts)
+        lines[catalogue.paper] = f"{len(counts)} claims{on}: " + "; ".join(parts)
     return lines
 
 
 def _claim_outcome(verdicts):
-    """A claim's outcome over its subjects: contradicted on any beats holds on any, then
+    """A claim's outcome over its subjects: contradicted on any beats weaker on any, then holds, then
     inconclusive; not testable only where no subject could test it."""
-    for outcome in ("contradicted", "holds", "inconclusive"):
+    for outcome in ("contradicted", "weaker", "holds", "inconclusive"):
         if (verdicts == outcome).any():
             return outcome
     return "not testable"

@@ -29,7 +29,7 @@ _ABLATION_TSV = "results/ablations/{run}.continuity.tsv"
 #: The spaces of a projection's singular vectors: ``v`` input (right), ``u`` output (left).
 SPACES = ("v", "u")
 #: Columns of the per-boundary tables after their keys.
-BOUNDARY_COLUMNS = ("projection", "space", "boundary", "cos", "wa", "baseline")
+BOUNDARY_COLUMNS = ("projection", "space", "boundary", "cos", "wa", "baseline", "excess")
 #: Columns of ``continuity/steps`` (steps.tsv, the present projections).
 STEPS_COLUMNS = ("step", "projection", "n_out", "n_in", "u1", "v1", "u2", "v2", "baseline_u", "baseline_v", "wa_u",
                  "wa_v", "erank", "evr_u", "evr_v", "evr_baseline_u", "evr_baseline_v")
@@ -63,7 +63,10 @@ def boundary_rows(arrays, summary):
         for space in SPACES:
             cos, wa = np.asarray(arrays[f"{p}.cos_{space}"]), np.asarray(arrays[f"{p}.wa_{space}"])
             rows.append(pd.DataFrame({"projection": p, "space": space, "boundary": np.arange(len(cos)), "cos": cos,
-                                      "wa": wa, "baseline": row[f"baseline_{space}"]}))
+                                      "wa": wa, "baseline": row[f"baseline_{space}"],
+                                      # above the random |cos| of its own space: spaces of different
+                                      # widths have different baselines, compared only as excesses
+                                      "excess": cos - row[f"baseline_{space}"]}))
     if not rows:
         return pd.DataFrame(columns=list(BOUNDARY_COLUMNS))
     return pd.concat(rows, ignore_index=True)[list(BOUNDARY_COLUMNS)]

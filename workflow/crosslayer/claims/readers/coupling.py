@@ -63,19 +63,23 @@ def _steps(root, model, steps):
 
 def _depthwise(root, model, steps):
     """depthwise.tsv without its diagonal (``J^l`` on its own basis: mis-coupling 0 by construction),
-    with ``pair`` (``"l-l'"``, ordered) and ``distance`` ``|l - l'|`` to name and place each layer pair."""
+    with ``pair`` (``"l-l'"``, ordered), ``layers`` (``"a-b"``, a < b: both orders of a pair, one
+    independent unit) and ``distance`` ``|l - l'|`` to name and place each layer pair."""
     table = _tsv(root, model, "depthwise")
     table = table[table.layer != table.other].reset_index(drop=True)
     table.insert(3, "pair", [f"{a}-{b}" for a, b in zip(table.layer, table.other)])
-    table.insert(6, "distance", (table.layer - table.other).abs())
-    return table[["step", "variant", "K", "layer", "other", "pair", "distance", "coupling_mean", "coupling_sd"]]
+    table.insert(4, "layers", [f"{min(a, b)}-{max(a, b)}" for a, b in zip(table.layer, table.other)])
+    table.insert(7, "distance", (table.layer - table.other).abs())
+    return table[["step", "variant", "K", "layer", "other", "pair", "layers", "distance", "coupling_mean",
+                  "coupling_sd"]]
 
 
 def _tokenwise_self(root, model, steps):
     """Token-wise self coupling (``J^l_tt`` on the singular vectors of ``J^l'_t't'``) of every
     configured layer pair, token-wise prompt, metric and K, one row per token pair ``t != t'``
     (``t = t'`` is the depth-wise coupling of one token, trivial for ``l = l'``); ``cell`` names the
-    layer pair, prompt and token pair. Coupling = - the npz's ``tw_self``; only the token-wise arrays
+    layer pair, prompt and token pair, ``same_layer`` marks the pairs ``l = l'`` (the paper's
+    token-wise coupling at one depth, kept apart from pairs across depth). Coupling = - the npz's ``tw_self``; only the token-wise arrays
     are read from the file."""
     frames = []
     for step in steps:
@@ -95,9 +99,11 @@ def _tokenwise_self(root, model, steps):
             cells[a, b, c, d] = f"{pairs[a, 0]}-{pairs[a, 1]}:{prompts[b]}:{c}-{d}"
         frames.append(pd.DataFrame({
             "step": step, "metric": np.array(metrics.tolist(), dtype=object)[m], "K": Ks[k],
-            "layer": pairs[q, 0], "other": pairs[q, 1], "prompt": prompts[p], "token": t, "token_other": u,
-            "cell": cells[q, p, t, u], "coupling": -values.reshape(-1)[keep]}))
-    columns = ["step", "metric", "K", "layer", "other", "prompt", "token", "token_other", "cell", "coupling"]
+            "layer": pairs[q, 0], "other": pairs[q, 1], "same_layer": pairs[q, 0] == pairs[q, 1],
+            "prompt": prompts[p], "token": t, "token_other": u, "cell": cells[q, p, t, u],
+            "coupling": -values.reshape(-1)[keep]}))
+    columns = ["step", "metric", "K", "layer", "other", "same_layer", "prompt", "token", "token_other", "cell",
+               "coupling"]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
