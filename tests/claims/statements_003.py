@@ -1,29 +1,29 @@
 """Paper 003's headline findings as the paper states them, read off its text by hand: claim id ->
-(kind, direction) of the catalogue entry, None for a claim beyond the workflow's tables."""
+(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for a claim beyond the workflow's tables."""
 
 STATEMENTS = {
     # "Q, K, Gate, and Up (which read from the residual stream) develop input-space" continuity:
     # input-space above output-space
-    "003-readers-input-space": ("change", ">"),
+    "003-readers-input-space": ("change", ">", None),
     # "Gate develops input-space continuity from the MLP activation": input above output
-    "003-gate-input-space": ("change", ">"),
+    "003-gate-input-space": ("change", ">", None),
     # "O and Down (which write to it) develop output-space" continuity: output above input
-    "003-writers-output-space": ("change", ">"),
+    "003-writers-output-space": ("change", ">", None),
     # "V alone ... develops only low continuity", "V shows the lowest": V below K
-    "003-v-low": ("change", "<"),
+    "003-v-low": ("change", "<", None),
     # "continuity arises from learning itself": trained above initialisation
-    "003-learned": ("change", ">"),
+    "003-learned": ("change", ">", None),
     # "Residual connections create gradient coherence from initialization": Res above NoRes
-    "003-toy-residual-coherence": ("change", ">"),
+    "003-toy-residual-coherence": ("change", ">", None),
     # Res+None "develops only weak weight continuity": Res+ReLU above Res+None
-    "003-toy-res-none-weak": ("change", ">"),
+    "003-toy-res-none-weak": ("change", ">", "far below"),
     # a rotation-preserving activation "fails to retain continuity": ReLU above Radial
-    "003-toy-radial-fails": ("change", ">"),
+    "003-toy-radial-fails": ("change", ">", None),
     # "normalization distributes it across multiple directions": LN's sigma²-WA above ReLU's
-    "003-toy-ln-distributes": ("change", ">"),
+    "003-toy-ln-distributes": ("change", ">", None),
     # "it collapses as layers' rotation frames drift apart": weight continuity falls after forming
-    "003-toy-drift": ("change", "<"),
+    "003-toy-drift": ("change", "<", None),
     # "Ablating MLP activation drops Gate continuity": no activation below SiLU
-    "003-ablation-gate-drops": ("change", "<"),
+    "003-ablation-gate-drops": ("change", "<", None),
     "003-ablation-failure": None,
 }

@@ -18,6 +18,7 @@ from crosslayer.claims.catalogue import (
     SELECTORS,
     CatalogueError,
     Lookup,
+    PerModel,
     catalogue_papers,
     load_catalogue,
     parse_catalogue,
@@ -43,7 +44,8 @@ def test_every_catalogue_loads_and_its_claims_are_pinned():
     assert "000" in CATALOGUES and load_catalogue(0) == CATALOGUES["000"]
     for paper, catalogue in CATALOGUES.items():
         assert 6 <= len(catalogue.claims) <= 12, paper
-    found = {c.id: (c.kind, c.direction) if c.testable else None for c in CLAIMS}
+    found = {c.id: (c.kind, c.direction, c.magnitude.words if c.magnitude and c.magnitude.words else None)
+             if c.testable else None for c in CLAIMS}
     assert found == PAPER_STATEMENTS
     for claim in CLAIMS:
         assert claim.quote and claim.section and claim.id.startswith(claim.paper + "-")
@@ -148,7 +150,7 @@ def test_a_broken_entry_names_the_file_and_claim(change, message):
     "entry, message",
     [
         ({**GOOD, "kind": "trend", "statistic": "spearman"}, r"needs \['x'\]"),
-        ({**GOOD, "kind": "trend", "statistic": "spearman", "x": "x", "before": None}, r"takes no \['after'\]"),
+        ({**GOOD, "kind": "trend", "statistic": "spearman", "x": "x", "before": None}, "a trend of changes needs both"),
         ({**GOOD, "kind": "contrast", "statistic": "difference_of_means",
           "groups": {"by": "gated", "a": True, "b": True, "names": ["a", "b"]}}, "with a != b"),
         ({**GOOD, "kind": "contrast", "statistic": "difference_of_means", "scope": "model",
@@ -178,65 +180,110 @@ def test_file_level_errors():
 # -- every claim: the engine applies the paper's direction ---------------------------------------------
 
 
-def planted(claim, side, *, n_units=24, seed=0):
+def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     """Tables on which ``claim``'s statistic lies clearly on the paper's side of its value
     (``side=+1``) or on the other side (``side=-1``), built from the claim's own fields so that every
-    catalogue entry gets its tables: its models (two groups for a contrast), the lookups it reads,
-    rows at each selection it names, and values with the effect planted."""
+    catalogue entry gets its tables: its models (two groups for a contrast; each one of the paper's
+    models where the claim names them, so that the paper's steps and sizes apply), the lookups it
+    reads, rows at each selection it names (two rows per unit where its units average finer rows),
+    and values with the effect planted. ``size``: plant the statistic at that value instead (the
+    paper's size, or a tenth of it), with little noise. An absence (``==``) is planted at its value
+    (side +1) or ten margins away (side -1)."""
     rng = np.random.default_rng(seed)
-    up = side * (1 if claim.direction in (">", ">=") else -1)  # +1: the statistic above the value
+    up = side * (1 if claim.direction in (">", ">=", "==") else -1)  # +1: the statistic above the value
+    repo = claim.stated_for[0] if claim.stated_for else None
     if claim.groups:  # group a on the `up` side of group b
         g = claim.groups
+        count = per_group or max(claim.min_models, 2 if claim.unit == "model" else 1)
         models = {f"{n}{i}": (up if n == "a" else -up, {g.by: g.a if n == "a" else g.b})
-                  for n in "ab" for i in range(claim.min_models)}
+                  for n in "ab" for i in range(count)}
     else:
         models = {"m": (up, {})}
-    tables = {}
-    if claim.applies_to or claim.groups:
-        tables["models"] = pd.DataFrame([{"model": m, **dict(claim.applies_to), **attrs}
-                                         for m, (_, attrs) in models.items()])
+    tables = {"models": pd.DataFrame([{"model": m, "repo": repo, "untrained_step": 0, **dict(claim.applies_to),
+                                       **attrs} for m, (_, attrs) in models.items()])}
 
     def put(lookup, value):  # the lookup's table: one row per model
         tables.setdefault(lookup.table, pd.DataFrame({"model": list(models)}))[lookup.column] = value
         return value
 
     value = put(claim.value, 0.25) if isinstance(claim.value, Lookup) else claim.value
+    margin = claim.margin and claim.margin.value
+    margin = put(margin, 0.05) if isinstance(margin, Lookup) else margin
+    if isinstance(claim.magnitude and claim.magnitude.value, Lookup):
+        put(claim.magnitude.value, value + 0.1 * up)
     cut = claim.indicator and claim.indicator.value
     cut = put(cut, 0.5) if isinstance(cut, Lookup) else cut
-    # selections as rows: literals as given, each lookup at a step of its own, first / last around them
+    # selections as rows: literals as given, the paper's own per model, each lookup at a step of its
+    # own, first / last around them, the untrained step 0
     selections = {key: dict(getattr(claim, key)) for key in ("at", "before", "after")}
     steps = itertools.count(50, 10)
     for sel in selections.values():
         for column, s in sel.items():
-            if isinstance(s, Lookup):
-                sel[column] = put(s, next(steps))
+            if isinstance(s, PerModel):
+                s = s.value_for(repo) if s.value_for(repo) is not None else s.otherwise
+            sel[column] = put(s, next(steps)) if isinstance(s, Lookup) else 0 if s == "untrained" else s
     named = [s for sel in selections.values() for s in sel.values()
              if isinstance(s, (int, float)) and not isinstance(s, bool)]  # numbers: a run name has no first / last
     ends = {"first": min(named, default=0) - 10, "last": max(named, default=0) + 100}
     for sel in selections.values():
         sel.update({c: ends[s] for c, s in sel.items() if isinstance(s, str) and s in SELECTORS})
+    noise = (0.05 if size is None else 0.001) if claim.direction != "==" else margin / 10
 
     def values(state):  # `state` in [0, 1]: that share of units on the indicator's true side (or the raw level)
         if cut is None:
-            return state + rng.normal(scale=0.05, size=n_units)
+            return state + rng.normal(scale=noise, size=n_units)
         true = np.arange(n_units) < round(n_units * state)
         return cut + (1 if claim.indicator.op in (">", ">=") else -1) * np.where(true, 0.1, -0.1)
 
+    def level(direction):  # a mean at one selection, or the after of a ratio: on its side of `value`
+        if claim.direction == "==":
+            return value + (0 if direction > 0 else 10 * margin)
+        if size is not None:
+            return size
+        return value + (0.2 if claim.kind == "threshold" or claim.statistic == "ratio_of_means" else 1) * direction
+
     rows = []
     for model, (direction, _) in models.items():
-        base = {"model": model, claim.unit: [f"u{i}" for i in range(n_units)], **dict(claim.where)}
+        # a contrast at the paper's size: group a changes (or sits) by `size`, group b not at all
+        size = size if not claim.groups or size is None or direction == up else 0.0
+        # units: one per row, or (a unit of whole models) the rows of one model, indexed by `within`
+        finer = claim.within[0] if claim.unit == "model" and claim.within else claim.unit
+        base = {"model": model, finer: [f"u{i}" for i in range(n_units)], **dict(claim.where)}
         if claim.kind == "trend":
             x = np.arange(n_units, dtype=float)
-            rows.append(pd.DataFrame({**base, **selections["at"], claim.x: x,
-                                      claim.column: direction * x + rng.normal(scale=0.5, size=n_units)}))
-        elif claim.before:  # a change: raw values by 1, or indicators 0.25 -> 1 (rise) / 0.75 -> 0 (fall)
-            start, end = (0.0, float(direction)) if cut is None else (0.25, 1.0) if direction > 0 else (0.75, 0.0)
+            r = 0.99 * direction if size is None else size  # the correlation to plant
+            y = np.sign(r) * x + rng.normal(scale=x.std() * np.sqrt(1 / r**2 - 1), size=n_units)
+            if claim.before:  # a change of the trend: none before and a rising one after, or the reverse
+                rising, flat = x + rng.normal(scale=2, size=n_units), rng.normal(size=n_units)
+                first, then = (flat, rising) if direction > 0 else (rising, flat)
+                rows.append(pd.DataFrame({**base, **selections["before"], claim.x: x, claim.column: first}))
+                rows.append(pd.DataFrame({**base, **selections["after"], claim.x: x, claim.column: then}))
+            else:
+                rows.append(pd.DataFrame({**base, **selections["at"], claim.x: x, claim.column: y}))
+        elif claim.before and claim.statistic == "ratio_of_means":
+            start = 1.0 + rng.normal(scale=noise, size=n_units)
+            rows.append(pd.DataFrame({**base, **selections["before"], claim.column: start}))
+            rows.append(pd.DataFrame({**base, **selections["after"], claim.column: start * level(direction)}))
+        elif claim.before:  # a change: raw values by 1 (or `size`), or indicators 0.25 -> 1 (rise) / 0.75 -> 0 (fall)
+            if cut is None:
+                start, end = 0.0, float(direction) if size is None else size
+            elif size is not None:
+                start, end = (0.0, size) if size > 0 else (-size, 0.0)
+            else:
+                start, end = (0.25, 1.0) if direction > 0 else (0.75, 0.0)
             rows.append(pd.DataFrame({**base, **selections["before"], claim.column: values(start)}))
             rows.append(pd.DataFrame({**base, **selections["after"], claim.column: values(end)}))
-        else:  # values at one selection: a threshold's mean, or a contrast's groups, 0.2 either side
-            centre = (value if claim.kind == "threshold" else 0.0) + 0.2 * direction
+        else:  # values at one selection: a threshold's mean, or a contrast's groups either side
+            centre = level(direction) if claim.kind == "threshold" else (
+                (size if size is not None else 1.0) * (direction > 0) if claim.unit == "model" else 0.2 * direction)
             rows.append(pd.DataFrame({**base, **selections["at"], claim.column: values(centre)}))
-    tables[claim.table] = pd.concat(rows, ignore_index=True)
+    table = pd.concat(rows, ignore_index=True)
+    for column in claim.within:  # finer rows of one unit: the same values twice, averaged back
+        if column != finer:
+            table = pd.concat([table.assign(**{column: 0}), table.assign(**{column: 1})], ignore_index=True)
+    if claim.early:  # a later checkpoint: the early one is not the last
+        table = pd.concat([table, table.assign(step=table["step"].max() + 1000)], ignore_index=True)
+    tables[claim.table] = table
     return tables
 
 
@@ -245,6 +292,34 @@ def test_the_engine_applies_the_papers_direction(claim):
     for side, expected in ((1, "holds"), (-1, "contradicted")):
         verdict = evaluate(claim, planted(claim, side), n_boot=500)
         assert verdict.verdict == expected, f"{claim.id} ({claim.section}: {claim.quote!r}): {verdict.reason}"
+
+
+SIZED = [c for c in TESTABLE if c.magnitude]
+
+
+@pytest.mark.parametrize("claim", SIZED, ids=[c.id for c in SIZED])
+def test_the_engine_applies_the_papers_size(claim):
+    """The paper's size planted: as strong as the paper; a tenth of it: weaker, and not "holds"
+    where the quote's words state the size."""
+    paper = claim.magnitude.value
+    paper = paper.value_for(claim.stated_for[0]) if isinstance(paper, PerModel) else paper
+    paper = 0.25 + 0.1 if isinstance(paper, Lookup) else paper  # planted() puts the lookup there
+    many = 12 if claim.unit == "model" else None  # a size between groups of models needs models
+    at_size = evaluate(claim, planted(claim, 1, size=paper, per_group=many, n_units=400), n_boot=500)
+    assert at_size.magnitude in ("as strong", "stronger") and at_size.verdict == "holds", at_size.reason
+    assert at_size.paper_value == pytest.approx(paper)
+    if claim.statistic == "ratio_of_means":  # a tenth of the way from no change (1) to the paper's ratio
+        tenth = 1 + (paper - 1) / 10
+    elif isinstance(claim.magnitude.value, (float, PerModel)) and claim.kind != "threshold":
+        tenth = paper / 10
+    else:  # a threshold's size: a tenth of its distance from the claim's value
+        origin = 0.25 if isinstance(claim.value, Lookup) else claim.value
+        tenth = origin + (paper - origin) / 10
+    short = evaluate(claim, planted(claim, 1, size=tenth, per_group=many, n_units=400), n_boot=500)
+    assert short.magnitude == "weaker", short.reason
+    if claim.magnitude.words:
+        assert short.verdict != "holds", f"{claim.id}: {claim.magnitude.words!r} is the paper's size: {short.reason}"
+        assert claim.magnitude.words.lower() in claim.quote.lower()
 
 
 @pytest.mark.parametrize("claim", [c for c in CLAIMS if not c.testable], ids=lambda c: c.id)

@@ -129,3 +129,59 @@ def test_figure_files_are_the_reports_link_targets():
     assert figure_file("alignment/adjacent_mean", "m") == "m.adjacent_mean.png"
     assert figure_file("alignment/adjacent_mean", None) == "adjacent_mean_all_models.png"
     assert figure_file("alignment/pairwise", None) is None and figure_file("", "m") is None
+
+
+# -- whom a verdict is about: the paper's own models, and which checkpoint is untrained -----------------
+
+SCOPED = parse_catalogue({
+    "paper": "999", "title": "A paper", "tables": TABLES,
+    "paper_models": {"big": "org/big-model", "other": "org/other-model"},
+    "claims": [{**RISE, "stated_for": ["big"]}, {**RISE, "id": "999-anywhere", "stated_for": []}],
+}, source="999.yaml")
+
+
+def scoped_tables():
+    data = tables(rise_a=1.0, rise_b=1.0)
+    data["models"] = data["models"].assign(repo=["org/big-model", None])
+    return data
+
+
+def test_a_verdict_beyond_the_papers_models_is_kept_and_says_so():
+    table = verdict_table([SCOPED], scoped_tables(), {"t": ["a", "b"]}, n_boot=300)
+    rows = {(r.claim, r.subject): r for r in table.itertuples()}
+    assert rows[("999-rise", "a")].in_paper_scope and rows[("999-rise", "a")].verdict == "holds"
+    b = rows[("999-rise", "b")]
+    assert not b.in_paper_scope and b.verdict == "holds"  # the user's own model keeps its verdict
+    assert b.reason.startswith("beyond the paper's scope (b is not among the models it is stated for: big-model)")
+    assert rows[("999-anywhere", "b")].in_paper_scope  # stated of every model
+
+
+def test_the_papers_line_reads_its_own_models_when_the_run_has_them():
+    data = scoped_tables()
+    data["t"].loc[(data["t"]["model"] == "b") & (data["t"]["step"] == 9), "y"] -= 2  # b falls
+    table = verdict_table([SCOPED], data, {"t": ["a", "b"]}, n_boot=300)
+    line = readings(table, [SCOPED])["999"]
+    assert line == "2 claims (on the paper's own models): holds 1 (rise); contradicted 1 (anywhere)"
+    alone = verdict_table([SCOPED], {**data, "models": data["models"].assign(repo=None)}, {"t": ["a", "b"]},
+                          n_boot=300)
+    assert "(on this run's models: none is one the paper states its claims for)" in readings(alone, [SCOPED])["999"]
+
+
+def test_which_checkpoint_is_untrained_comes_from_the_config():
+    from crosslayer.claims.subjects import model_identities
+    from crosslayer.config import check_model_entries
+
+    models = {
+        "trained": {"source": "train", "arch": "gpt2", "train": {}, "steps": [0, 10]},
+        "twin": {"source": "hub", "repo": "org/m", "revision": "step{step}", "steps": [100], "init": {"seed": 0}},
+        "released": {"source": "hub", "repo": "EleutherAI/pythia-1b", "revision": "step{step}", "steps": [0, 512],
+                     "untrained_step": 0},
+        "mine": {"source": "local", "checkpoints": {0: "/data/run/final"}},  # a trained model filed at step 0
+    }
+    got = model_identities(models)
+    assert {m: v["untrained_step"] for m, v in got.items()} == {"trained": 0, "twin": 0, "released": 0, "mine": None}
+    assert got["released"]["repo"] == "EleutherAI/pythia-1b" and got["mine"]["repo"] is None
+    with pytest.raises(ValueError, match=r"models.bad.untrained_step: 5 is not one of the model's steps \[0, 512\]"):
+        check_model_entries({"models": {"bad": {**models["released"], "untrained_step": 5}}})
+    with pytest.raises(ValueError, match="init makes step 0 the untrained twin"):
+        check_model_entries({"models": {"bad": {**models["twin"], "untrained_step": 100}}})

@@ -55,7 +55,7 @@ from importlib import resources
 import yaml
 
 from crosslayer.claims.records import (DIRECTIONS, KINDS, SELECTORS, UNIT_NAMES, Catalogue, Claim, Groups, Indicator,
-                                      Lookup, Magnitude, Margin, Published, TableSpec)
+                                      Lookup, Magnitude, Margin, PerModel, Published, TableSpec)
 from crosslayer.stages import stage
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "SELECTORS",
     "UNIT_NAMES",
     "Lookup",
+    "PerModel",
     "Indicator",
     "Groups",
     "Magnitude",
@@ -167,7 +168,12 @@ def parse_catalogue(document, *, source):
         name = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
         where = f"claims catalogue {source}, claim {name}"
         claim = _parse_claim(entry, paper, where)
-        claim = replace(claim, stated_for=_stated_for(entry, paper_models, where))
+        claim = replace(claim, stated_for=_stated_for(entry, paper_models, where),
+                        **{key: _per_model(getattr(claim, key), paper_models, f"{where}, {key}")
+                           for key in ("at", "before", "after")})
+        if claim.magnitude and isinstance(claim.magnitude.value, PerModel):
+            (_, size), = _per_model((("magnitude", claim.magnitude.value),), paper_models, where)
+            claim = replace(claim, magnitude=replace(claim.magnitude, value=size))
         if claim.id in seen:
             raise CatalogueError(f"{where}: duplicate id")
         seen.add(claim.id)
@@ -181,6 +187,20 @@ def parse_catalogue(document, *, source):
                     for i, entry in enumerate(published, start=1))
     return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims),
                      published=numbers, lost=str(document.get("lost", "")).strip(), paper_models=paper_models)
+
+
+def _per_model(pairs, paper_models, where):
+    """Selections with the paper's per-model values keyed by hub repo instead of the file's names."""
+    out = []
+    for column, selector in pairs:
+        if isinstance(selector, PerModel):
+            unknown = [name for name, _ in selector.values if name not in paper_models]
+            if unknown:
+                raise CatalogueError(f"{where}.{column}: {unknown} are not names of the file's paper_models "
+                                     f"{sorted(paper_models)}")
+            selector = replace(selector, values=tuple((paper_models[n], v) for n, v in selector.values))
+        out.append((column, selector))
+    return tuple(out)
 
 
 def _stated_for(entry, paper_models, where):
@@ -276,16 +296,15 @@ def _comparison(entry, where):
     within = unit.get("within", [])
     if not isinstance(within, list) or not all(isinstance(c, str) for c in within):
         raise CatalogueError(f"{where}: `unit.within` must be a list of column names, got {within!r}")
-    if within and "indicator" in entry:
-        raise CatalogueError(f"{where}: an indicator of rows averaged within a unit is ambiguous; give one row "
-                             "per unit or no indicator")
     _allowed_keys(entry, kind, where)
     scope = entry.get("scope", "group" if kind == "contrast" else "model")
     if scope not in ("model", "group") or (kind == "contrast" and scope != "group"):
         raise CatalogueError(f"{where}: `scope` must be model or group (group for a contrast), got {scope!r}")
     requires = entry.get("requires", {})
-    if not isinstance(requires, dict) or not set(requires) <= {"min_units", "min_models"}:
-        raise CatalogueError(f"{where}: `requires` takes min_units and min_models, got {requires!r}")
+    if not isinstance(requires, dict) or not set(requires) <= {"min_units", "min_models", "early"} or \
+            not isinstance(requires.get("early", False), bool):
+        raise CatalogueError(f"{where}: `requires` takes min_units, min_models and early (true/false), got "
+                             f"{requires!r}")
     min_units, min_models = requires.get("min_units", 3), requires.get("min_models", 1)
     value = _value(entry.get("value", 1.0 if entry["statistic"] == "ratio_of_means" else 0.0), "value", where)
     if kind == "trend" and not (isinstance(value, float) and -2 < value < 2 and ("before" in entry or -1 < value < 1)):
@@ -303,7 +322,7 @@ def _comparison(entry, where):
         after=_selection(entry.get("after", {}), "after", where), indicator=_indicator(entry.get("indicator"), where),
         groups=_groups(entry.get("groups"), where),
         applies_to=_selection(entry.get("applies_to", {}), "applies_to", where, literal_only=True),
-        min_units=min_units, min_models=min_models,
+        min_units=min_units, min_models=min_models, early=requires.get("early", False),
     )
 
 
@@ -318,10 +337,16 @@ def _strength(entry, value, where):
     magnitude = margin = None
     if "magnitude" in entry:
         spec = entry["magnitude"]
-        if not isinstance(spec, dict) or not {"value", "cite"} <= set(spec) <= {"value", "cite", "words"}:
-            raise CatalogueError(f"{where}: `magnitude` is {{value, cite, words (optional)}}, got {spec!r}")
-        magnitude = Magnitude(value=_value(spec["value"], "magnitude.value", where), cite=_cited(spec, where),
-                              words=str(spec.get("words", "")).strip())
+        if not isinstance(spec, dict) or not {"value", "cite"} <= set(spec) <= {"value", "cite", "words", "spread"}:
+            raise CatalogueError(f"{where}: `magnitude` is {{value, cite, words and spread (optional)}}, got {spec!r}")
+        spread = spec.get("spread", 0.0)
+        if isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0:
+            raise CatalogueError(f"{where}: magnitude.spread must be a number >= 0, got {spread!r}")
+        size = spec["value"]
+        size = (_paper_selector(size, "magnitude.value", where) if isinstance(size, dict) and "paper" in size
+                else _value(size, "magnitude.value", where))
+        magnitude = Magnitude(value=size, cite=_cited(spec, where), words=str(spec.get("words", "")).strip(),
+                              spread=float(spread))
         if magnitude.words and magnitude.words.lower() not in entry["quote"].lower():
             raise CatalogueError(f"{where}: magnitude.words {magnitude.words!r} are not in the quote")
         size = magnitude.value
@@ -379,7 +404,9 @@ def _selection(mapping, key, where, *, literal_only=False):
         raise CatalogueError(f"{where}: `{key}` must be a mapping {{column: selector}}, got {mapping!r}")
     pairs = []
     for column, selector in mapping.items():
-        if isinstance(selector, dict) and not literal_only:
+        if isinstance(selector, dict) and not literal_only and "paper" in selector:
+            selector = _paper_selector(selector, f"{key}.{column}", where)
+        elif isinstance(selector, dict) and not literal_only:
             selector = _value(selector, f"{key}.{column}", where)
         elif not isinstance(selector, (str, int, float, bool)) or (literal_only and selector in SELECTORS):
             kinds = "a literal" if literal_only else f"a literal, one of {list(SELECTORS)} or a lookup"
@@ -388,6 +415,18 @@ def _selection(mapping, key, where, *, literal_only=False):
             raise CatalogueError(f"{where}: `{key}.{column}`: only a step can be the untrained one")
         pairs.append((str(column), selector))
     return tuple(pairs)
+
+
+def _paper_selector(spec, key, where):
+    """``{paper: {model name: value}, otherwise: selector}``: the value the paper compares for each
+    of its models (names resolved to repos by the caller), and for any other model."""
+    if not set(spec) <= {"paper", "otherwise"} or not isinstance(spec["paper"], dict) or not spec["paper"]:
+        raise CatalogueError(f"{where}: `{key}` per model is {{paper: {{name: value}}, otherwise: selector}}, "
+                             f"got {spec!r}")
+    otherwise = spec.get("otherwise")
+    if otherwise is not None:
+        otherwise = _selection({"x": otherwise}, key, where)[0][1]
+    return PerModel(values=tuple(spec["paper"].items()), otherwise=otherwise)
 
 
 def _indicator(spec, where):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, load_catalogue
+from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, PerModel, load_catalogue
 from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
                                           difference_of_means_interval, expanded_level, mean_interval, permutation_p,
                                           correlation_change_interval, ratio_interval, unseen_rate)
@@ -166,7 +166,7 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
         subject = subject or "+".join(models)
         kind = {"contrast": _contrast, "trend": _trend}.get(claim.kind, _mean_kind)
         estimate, low, high, n, reference, detail, gate = kind(claim, data, models, level, n_boot, rng)
-        size = _number(claim.magnitude.value, data, models[0], claim) if claim.magnitude else nan
+        size = _size(claim, data, models[0]) if claim.magnitude else nan
         margin = _number(claim.margin.value, data, models[0], claim) if claim.margin else nan
     except _Missing as missing:
         return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
@@ -185,9 +185,11 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     paper = (f"within {margin:.3g} of {reference:.3g} ({claim.margin.cite})" if claim.direction == "=="
              else f"{claim.direction} {reference:.3g}")
     reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {paper}"
-    magnitude = strength(low, high, claim.direction, size) if claim.magnitude else "no number given"
-    if claim.magnitude:
-        reason += f"; its size {size:.3g} ({claim.magnitude.cite}): ours {magnitude}"
+    magnitude = ("no number given" if math.isnan(size) else
+                 strength(low, high, claim.direction, size, claim.magnitude.spread))
+    if not math.isnan(size):
+        spread = f" +- {claim.magnitude.spread:.3g}" if claim.magnitude.spread else ""
+        reason += f"; its size {size:.3g}{spread} ({claim.magnitude.cite}): ours {magnitude}"
     verdict = direction
     if magnitude == "weaker" and direction == "holds" and claim.magnitude.words:
         verdict = "weaker"  # the quote states the size: the sign alone is not the claim
@@ -284,24 +286,25 @@ def decide_equivalence(low, high, value, margin):
     return "contradicted" if low > value + margin or high < value - margin else "inconclusive"
 
 
-def strength(low, high, direction, size):
-    """Our interval against the paper's size ``size`` (on the paper's side of ``direction``):
-    ``as strong`` when the interval reaches it, ``stronger`` when it lies entirely beyond it,
-    ``weaker`` when entirely short of it (the data show the effect smaller than the paper's),
-    ``undetermined`` when the interval is undefined.
+def strength(low, high, direction, size, spread=0.0):
+    """Our interval against the paper's size ``size`` +- ``spread`` (on the paper's side of
+    ``direction``): ``as strong`` when the two overlap, ``stronger`` when ours lies entirely beyond
+    the paper's, ``weaker`` when entirely short of it (the data show the effect smaller than the
+    paper's), ``undetermined`` when our interval is undefined.
 
     Examples
     --------
     >>> strength(0.006, 0.119, ">", 0.74), strength(0.6, 0.9, ">", 0.74), strength(0.8, 0.9, ">", 0.74)
     ('weaker', 'as strong', 'stronger')
-    >>> strength(-0.9, -0.8, "<", -0.5)
-    'stronger'
+    >>> strength(-0.9, -0.8, "<", -0.5), strength(0.6, 0.65, ">", 0.74, spread=0.1)
+    ('stronger', 'as strong')
     """
     if math.isnan(low) or math.isnan(high) or math.isnan(size):
         return "undetermined"
     sign = 1 if direction in (">", ">=") else -1
     near, far = (low, high) if sign > 0 else (-high, -low)
-    return "weaker" if far < sign * size else "stronger" if near > sign * size else "as strong"
+    return ("weaker" if far < sign * size - spread else "stronger" if near > sign * size + spread
+            else "as strong")
 
 
 # -- the kinds -----------------------------------------------------------------------------------
@@ -439,7 +442,8 @@ def _table(data, name, columns):
 
 
 def _values_at(claim, data, model, selection):
-    """The claim's table for one model at ``where`` and ``selection``, indexed by unit."""
+    """The claim's table for one model at ``where`` and ``selection``, indexed by unit: its column
+    made 0/1 by the indicator, if any, and rows finer than the unit averaged (``within``)."""
     rows = data[claim.table]
     rows = rows[rows["model"] == model]
     for column, value in claim.where:
@@ -449,10 +453,15 @@ def _values_at(claim, data, model, selection):
     for column, selector in selection:
         _table(data, claim.table, [column])
         value = _resolve(selector, rows[column], data, model, claim)
+        if claim.early and column == "step" and value == rows[column].max():
+            raise _Missing(f"{model}: step {value} is its last checkpoint, not early in training; the claim needs "
+                           "an earlier one (a reference_step before the last)")
         if not (rows[column] == value).any():
             have = sorted(rows[column].dropna().unique().tolist())
             raise _Missing(f"{claim.table} has no {column} {value} for {model}{_where_text(claim)} (it has {have})")
         rows = rows[rows[column] == value]
+    if claim.indicator is not None:  # 0/1 per row, before rows of one unit are averaged into a fraction
+        rows = rows.assign(**{claim.column: _indicated(claim, data, model, rows[claim.column])})
     key = [claim.unit, *claim.within]
     if rows.duplicated(key).any():
         raise ValueError(f"claim {claim.id}: several rows per {' and '.join(key)} in {claim.table} for {model} at "
@@ -469,7 +478,7 @@ def _unit_values(claim, data, model):
     (indicated) column ``at`` its selection."""
     if claim.before:
         return _change(claim, data, model)
-    return _indicated(claim, data, model, _values_at(claim, data, model, claim.at)[claim.column])
+    return _values_at(claim, data, model, claim.at)[claim.column].astype(float)
 
 
 def _change(claim, data, model, *, pair=False):
@@ -478,7 +487,7 @@ def _change(claim, data, model, *, pair=False):
     resolved = {}
     for key, selection in (("before", claim.before), ("after", claim.after)):
         rows = _values_at(claim, data, model, selection)
-        resolved[key] = _indicated(claim, data, model, rows[claim.column])
+        resolved[key] = rows[claim.column].astype(float)
         resolved[f"{key}_at"] = {c: rows[c].iloc[0] for c, _ in selection}
     at = ", ".join(f"{c} {v}" for c, v in resolved["before_at"].items())
     if resolved["before_at"] == resolved["after_at"]:
@@ -507,11 +516,35 @@ def _indicated(claim, data, model, values):
 def _resolve(selector, column, data, model, claim):
     if isinstance(selector, Lookup):
         return _lookup(selector, data, model, claim)
+    if isinstance(selector, PerModel):
+        value = selector.value_for(_repo(data, model))
+        if value is not None:
+            return value
+        if selector.otherwise is None:
+            raise _Missing(f"{model}: the paper fixes this comparison for its own models only")
+        return _resolve(selector.otherwise, column, data, model, claim)
     if selector == "untrained":
         return _untrained_step(data, model)
     if isinstance(selector, str) and selector in SELECTORS:
         return column.min() if selector == "first" else column.max()
     return selector
+
+
+def _size(claim, data, model):
+    """The paper's size for this model: a number, a lookup, or the paper's value for its own model
+    (NaN for another model: the paper gives it no number)."""
+    value = claim.magnitude.value
+    if isinstance(value, PerModel):
+        value = value.value_for(_repo(data, model))
+        return math.nan if value is None else float(value)
+    return _number(value, data, model, claim)
+
+
+def _repo(data, model):
+    """The model's hub repo (the models table's ``repo``), or None."""
+    info = data.get("models")
+    repos = info.loc[info["model"] == model, "repo"].dropna() if info is not None and "repo" in info else ()
+    return repos.iloc[0] if len(repos) else None
 
 
 def _untrained_step(data, model):

@@ -3,7 +3,7 @@ a :class:`Claim` and its parts, a :class:`Published` number, one paper's :class:
 
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "Indicator", "Groups", "Magnitude", "Margin",
+__all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups", "Magnitude", "Margin",
            "Claim", "Published", "TableSpec", "Catalogue"]
 
 #: The comparison kinds and the statistics each computes.
@@ -32,6 +32,19 @@ class Lookup:
 
 
 @dataclass(frozen=True)
+class PerModel:
+    """A selection the paper fixes for each of its models (the steps its table compares): ``values``
+    as ``(hub repo, value)`` pairs, and ``otherwise`` (a selector) for any other model, or None."""
+
+    values: tuple
+    otherwise: object = None
+
+    def value_for(self, repo):
+        """The paper's value for the model of this hub repo, or None."""
+        return dict(self.values).get(repo)
+
+
+@dataclass(frozen=True)
 class Indicator:
     """Turns a column into 0/1: ``column <op> value`` (``value`` a number or a :class:`Lookup`)."""
 
@@ -54,11 +67,13 @@ class Magnitude:
     """The paper's size for a claim's statistic: ``value`` (a number or a :class:`Lookup`), where it
     comes from (``cite``: the section, table or words), and ``words``, the part of the quote that
     states the size ("far below"), empty where the size is the paper's number but not its words: a
-    claim whose words state the size holds only at that size."""
+    claim whose words state the size holds only at that size. ``spread``: how far the paper's own
+    numbers let the size reach either side (e.g. two of its seed sds), 0 for a bare number."""
 
     value: object
     cite: str
     words: str = ""
+    spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -112,6 +127,8 @@ class Claim:
     scope : {"model", "group"}
     min_units, min_models : int
         What a run needs beyond the rows themselves; see also :meth:`requirements`.
+    early : bool
+        The claim is about early training: its selected step must come before the model's last.
     note : str
     """
 
@@ -144,12 +161,14 @@ class Claim:
     applies_to: tuple = ()
     min_units: int = 3
     min_models: int = 1
+    early: bool = False
     note: str = ""
     figure: str = ""
 
     def lookups(self):
         """Every :class:`Lookup` the claim reads, in a stable order."""
         selectors = [s for pairs in (self.at, self.before, self.after) for _, s in pairs]
+        selectors += [s.otherwise for s in selectors if isinstance(s, PerModel)]
         selectors += [self.value] + ([self.indicator.value] if self.indicator else [])
         selectors += [s.value for s in (self.magnitude, self.margin) if s]
         return tuple(s for s in selectors if isinstance(s, Lookup))
@@ -161,7 +180,7 @@ class Claim:
             return f"not testable: {self.why}"
 
         def sel(pairs):
-            return ", ".join(f"{c} {v.column} of {v.table}" if isinstance(v, Lookup) else f"{c} {v}" for c, v in pairs)
+            return ", ".join(f"{c} {_text(v)}" for c, v in pairs)
 
         value = _text(self.value)
         what = f"{self.table} {self.column}" + (f" vs {self.x}" if self.x else "")
@@ -193,12 +212,16 @@ class Claim:
         needs = [f"{self.table}: {', '.join(c for c in (self.column, self.x) if c)}"]
         for pairs in (self.where, self.at, self.before, self.after):
             needs += [f"{column} {s}" for column, s in pairs
-                      if not isinstance(s, Lookup) and not (isinstance(s, str) and s in SELECTORS)]
+                      if not isinstance(s, (Lookup, PerModel)) and not (isinstance(s, str) and s in SELECTORS)]
+            needs += [f"the {column} the paper compares for its models" for column, s in pairs
+                      if isinstance(s, PerModel)]
             needs += ["a checkpoint known to be untrained" for _, s in pairs if s == "untrained"]
         needs += [f"the {lookup.column} of {lookup.table}" for lookup in self.lookups()]
         if self.before:
             needs.append("two distinct conditions (before and after)")
         needs.append(f"at least {self.min_units} {self.unit_name}")
+        if self.early:
+            needs.append("a checkpoint before the last")
         if self.applies_to:
             needs.append("a model with " + ", ".join(f"{c} = {v}" for c, v in self.applies_to))
         if self.groups:
@@ -250,5 +273,10 @@ class Catalogue:
 
 
 def _text(value):
-    """A number or a lookup in words."""
-    return f"{value.column} of {value.table}" if isinstance(value, Lookup) else f"{value:g}"
+    """A number, a selector or a lookup in words."""
+    if isinstance(value, Lookup):
+        return f"{value.column} of {value.table}"
+    if isinstance(value, PerModel):
+        paper = ", ".join(f"{repo.split('/')[-1]} {v}" for repo, v in value.values)
+        return f"the paper's ({paper}; else {_text(value.otherwise) if value.otherwise is not None else 'none'})"
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -115,10 +115,13 @@ def readings(verdicts, catalogues):
         # the paper's own models where the run has them: a claim judged on them is the paper's verdict
         tested = rows[rows["verdict"] != "not testable"]
         own = tested["in_paper_scope"].astype(bool) if "in_paper_scope" in rows else pd.Series(True, tested.index)
-        on = "" if own.all() else " (on the paper's own models)" if own.any() else " (on this run's models: none " \
-            "is one the paper states its claims for)"
-        if own.any() and not own.all():  # other models' verdicts stay in the table, out of the line
+        named = tested["claim"].map({c.id: bool(c.stated_for) for c in catalogue.claims})
+        on = ""
+        if (named & own).any() and not own.all():  # other models' verdicts stay in the table, out of the line
+            on = " (on the paper's own models)"
             rows = rows.assign(verdict=rows["verdict"].where(~rows.index.isin(tested.index[~own]), "not testable"))
+        elif not own.all():
+            on = " (on this run's models: none is one the paper states its claims for)"
         counts = rows.groupby("claim", sort=False)["verdict"].agg(_claim_outcome)
         parts = []
         for outcome in VERDICTS:
