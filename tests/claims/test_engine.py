@@ -540,3 +540,11 @@ def test_a_change_of_a_trend_is_the_difference_of_two_correlations_over_the_same
     same = 0.2 * x + rng.normal(size=30)  # the gradient there at both steps: nothing installed
     flat = {"t/units": pd.concat([units_table("m", 0, after, x=x), units_table("m", 100, same, x=x)])}
     assert evaluate(claim, flat).verdict == "inconclusive"
+
+
+def test_a_trend_already_perfect_before_training_contradicts_installing_it():
+    x = np.arange(8.0)
+    data = {"t/units": pd.concat([units_table("m", 0, x, x=x), units_table("m", 100, 2 * x, x=x)])}
+    claim = make_claim(**{**KIND_ENTRIES["trend"], "before": {"step": 0}, "after": {"step": "last"}})
+    verdict = evaluate(claim, data)
+    assert verdict.verdict == "contradicted" and "present before training" in verdict.reason and verdict.n == 8

@@ -185,3 +185,19 @@ def test_which_checkpoint_is_untrained_comes_from_the_config():
         check_model_entries({"models": {"bad": {**models["released"], "untrained_step": 5}}})
     with pytest.raises(ValueError, match="init makes step 0 the untrained twin"):
         check_model_entries({"models": {"bad": {**models["twin"], "untrained_step": 100}}})
+
+
+def test_a_claim_judged_only_on_other_models_says_so_in_the_papers_line():
+    data = scoped_tables()
+    data["t"] = data["t"][data["t"]["model"] == "b"]  # only the user's model has the rise claim's rows...
+    both = {**data, "t2": data["t"]}
+    catalogue = parse_catalogue({
+        "paper": "999", "title": "A paper", "tables": {**TABLES, "t2": TABLES["t"]},
+        "paper_models": {"big": "org/big-model"},
+        "claims": [{**RISE, "stated_for": ["big"]}, {**RISE, "id": "999-t2", "table": "t2"}],
+    }, source="999.yaml")
+    scoped = scoped_tables()
+    both["t2"] = scoped["t"][scoped["t"]["model"] == "a"]  # ...and the paper's model another claim's
+    table = verdict_table([catalogue], both, {"t": ["b"], "t2": ["a"]}, n_boot=300)
+    assert readings(table, [catalogue])["999"] == (
+        "2 claims (on the paper's own models): holds 1 (t2); only on other models 1 (rise)")

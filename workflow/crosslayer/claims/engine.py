@@ -401,6 +401,11 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     xb, yb, xa, ya = (both[side][c].to_numpy(float) for side in ("before", "after") for c in (claim.x, claim.column))
     before, after = (float(correlation(x, y, method=claim.statistic)) for x, y in ((xb, yb), (xa, ya)))
     detail = f" ({claim.statistic} {before:.3g} before, {after:.3g} after)"
+    ceiling = {">": 1.0, "<": -1.0}.get(claim.direction)
+    if ceiling is not None and before == ceiling:  # the trend is already perfect where the paper starts
+        raise _Decided("contradicted", f"{claim.statistic} {before:.3g} over the {len(both)} {claim.unit_name} "
+                       f"at {_where_at(claim.before)} already (after: {after:.3g}): present before training, "
+                       "so training cannot have installed it", len(both))
     if math.isnan(before) or math.isnan(after):
         return math.nan, math.nan, math.nan, len(both), claim.value, detail + ": a constant column", None
     low, high, dropped = correlation_change_interval(xb, yb, xa, ya, claim.statistic, confidence, n_boot, rng)
@@ -586,6 +591,10 @@ def _enough(claim, n, group, values=None):
     if n < claim.min_units:
         seen = f" (their mean: {np.mean(values):.3g})" if values is not None and n else ""
         raise _Missing(f"{claim.unit_name} with a value{group}: {n}{seen}; the claim needs at least {claim.min_units}")
+
+
+def _where_at(selection):
+    return ", ".join(f"{c} {v}" for c, v in selection)
 
 
 def _where_text(claim):

@@ -14,6 +14,9 @@ __all__ = ["ALL_MODELS", "verdict_table", "published_table", "readings"]
 
 #: The subject of a claim no model of the run can test, or that the catalogue marks beyond the tables.
 ALL_MODELS = "all models"
+#: A paper's line: a claim judged only on models the paper does not state it for, where the run has
+#: the paper's own models for others.
+BEYOND = "only on other models"
 
 COLUMNS = ["paper", "claim", "section", "subject", "scope", "in_paper_scope", "statistic", "low", "high", "n",
            "unit", "verdict", "direction", "magnitude", "paper_value", "reason"]
@@ -119,12 +122,12 @@ def readings(verdicts, catalogues):
         on = ""
         if (named & own).any() and not own.all():  # other models' verdicts stay in the table, out of the line
             on = " (on the paper's own models)"
-            rows = rows.assign(verdict=rows["verdict"].where(~rows.index.isin(tested.index[~own]), "not testable"))
+            rows = rows.assign(verdict=rows["verdict"].where(~rows.index.isin(tested.index[~own]), BEYOND))
         elif not own.all():
             on = " (on this run's models: none is one the paper states its claims for)"
         counts = rows.groupby("claim", sort=False)["verdict"].agg(_claim_outcome)
         parts = []
-        for outcome in VERDICTS:
+        for outcome in (*VERDICTS[:-1], BEYOND, VERDICTS[-1]):
             ids = [c for c in counts.index if counts[c] == outcome]
             if ids:
                 parts.append(f"{outcome} {len(ids)} ({', '.join(_short(c) for c in ids)})")
@@ -134,8 +137,8 @@ def readings(verdicts, catalogues):
 
 def _claim_outcome(verdicts):
     """A claim's outcome over its subjects: contradicted on any beats weaker on any, then holds, then
-    inconclusive; not testable only where no subject could test it."""
-    for outcome in ("contradicted", "weaker", "holds", "inconclusive"):
+    inconclusive, then judged only on other models; not testable only where no subject could test it."""
+    for outcome in ("contradicted", "weaker", "holds", "inconclusive", BEYOND):
         if (verdicts == outcome).any():
             return outcome
     return "not testable"
