@@ -1,5 +1,6 @@
 """Paper 000's headline findings as the paper states them, read off its text by hand: claim id ->
-(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for a claim beyond the workflow's tables."""
+(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for
+a claim beyond the workflow's tables."""
 
 STATEMENTS = {
     "000-init-chance": ("threshold", "==", None),  # "overlap no more than random chance predicts": at chance

@@ -1,5 +1,6 @@
 """Paper 003's headline findings as the paper states them, read off its text by hand: claim id ->
-(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for a claim beyond the workflow's tables."""
+(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for
+a claim beyond the workflow's tables."""
 
 STATEMENTS = {
     # "Q, K, Gate, and Up (which read from the residual stream) develop input-space" continuity:

@@ -1,18 +1,22 @@
 """Paper 004's headline findings as the paper states them, read off its text by hand: claim id ->
-(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for a claim beyond the workflow's tables."""
+(kind, direction, the quote's words that state a size or None) of the catalogue entry, None for
+a claim beyond the workflow's tables."""
 
 STATEMENTS = {
-    "004-complex-pairs": ("threshold", "==", None),  # "about 98% of the eigenvalues ... come as complex conjugate pairs"
+    # "about 98% of the eigenvalues ... come as complex conjugate pairs"
+    "004-complex-pairs": ("threshold", "==", None),
     # "from non-normal, rotation-dominated early layers to near–symmetric late layers"
     "004-symmetry-gradient": ("trend", ">", None),
     "004-training-rotates-mid": ("change", "<", None),  # "pulling early and mid layers toward rotation"
     "004-funnel-depth": ("trend", ">", None),  # "funnels perturbations": fewer dimensions the more layers are composed
     "004-funnel-learned": ("change", "<", None),  # "at OLMo step 0 effective rank stays high"; trained it "falls"
-    "004-schur-dissolves": ("change", ">", None),  # bottleneck "largely dissolved when structured non-normality is removed"
+    # bottleneck "largely dissolved when structured non-normality is removed"
+    "004-schur-dissolves": ("change", ">", None),
     "004-forward-at-baseline": ("threshold", "==", None),  # "at or near the random baseline across all models"
     "004-mesoscale-at-init": ("threshold", ">", None),  # "Communities capture Jacobian variance even at initialization"
     "004-boundary-trained": ("threshold", ">", None),  # boundary nodes "are preferentially amplified or suppressed"
     "004-boundary-emerges": ("change", ">", None),  # "absent at initialization and emerges monotonically over training"
-    "004-sign-by-operator": ("trend", ">", None),  # "amplified at near-symmetric layers and de-amplified at non-normal ones"
+    # "amplified at near-symmetric layers and de-amplified at non-normal ones"
+    "004-sign-by-operator": ("trend", ">", None),
     "004-rate-level-null": None,  # "not a robust cross-architecture phenomenon": a null, no side to test
 }

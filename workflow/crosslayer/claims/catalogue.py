@@ -10,19 +10,33 @@ always among them) and ``claims``, a list of mappings with these keys:
 ``testable: false, why``
     a claim the workflow's tables cannot measure, and why (the other keys are then optional).
 ``kind``
-    ``change`` (paired per-unit difference, ``after`` minus ``before``), ``contrast`` (two groups of
-    models, ``groups.a`` minus ``groups.b``, each unit's value taken ``at`` one selection or as the
-    change ``before`` -> ``after``), ``trend`` (correlation of ``column`` with ``x`` across units) or
-    ``threshold`` (the mean of ``column`` against ``value``).
+    ``change`` (paired per-unit difference, ``after`` minus ``before``, or with statistic
+    ``ratio_of_means`` their means' ratio), ``contrast`` (two groups of models, ``groups.a`` minus
+    ``groups.b``, each unit's value taken ``at`` one selection or as the change ``before`` ->
+    ``after``), ``trend`` (correlation of ``column`` with ``x`` across units ``at`` one selection,
+    or its change ``before`` -> ``after`` over the same units) or ``threshold`` (the mean of
+    ``column`` against ``value``).
 ``table, column, x, statistic, direction, value``
     what is measured and how the paper states it: ``statistic`` is one of :data:`KINDS` [kind];
-    ``direction`` one of :data:`DIRECTIONS` against ``value`` (default 0, a number or a lookup).
-``unit: {column, name}``
-    the column naming the units the bootstrap resamples, and what they are (:data:`UNIT_NAMES`).
+    ``direction`` one of :data:`DIRECTIONS` against ``value`` (default 0, 1 for a ratio; a number or
+    a lookup); ``==`` is an absence ("at chance", "about 98%"), which needs ``margin``.
+``magnitude: {value, cite, words, spread}``
+    the paper's size in the claim's statistic (a number, a lookup, or ``{paper: {name: value}}`` for
+    the paper's own models), where it comes from, the words of the quote that state it (then the
+    claim holds only at that size) and how far the paper's own numbers let it reach (e.g. two seed
+    sds).
+``margin: {value, cite}``
+    how far from ``value`` an absence may lie (a number or a lookup, e.g. a baseline's sd).
+``unit: {column, name, within}``
+    the column naming the independent units the bootstrap resamples, and what they are
+    (:data:`UNIT_NAMES`); ``within`` lists the columns of finer rows of one unit (token pairs of a
+    prompt, both orders of a layer pair), averaged into it first.
 ``where, at, before, after``
     row selections, ``{column: selector}``: ``where`` takes literals only; the others also take
-    ``first`` / ``last`` (the column's smallest / largest value for the model) or a lookup
-    ``{table, column}`` (the one value that column holds for the model, e.g. its reference step).
+    ``first`` / ``last`` (the column's smallest / largest value for the model), ``untrained`` (for
+    ``step``: the checkpoint known to be the model's initialization), a lookup ``{table, column}``
+    (the one value that column holds for the model, e.g. its reference step) or ``{paper: {name:
+    value}, otherwise: selector}`` (the value the paper compares for each of its models).
     Selectors apply in the order written, ``where`` first: ``{run: x, epoch: last}`` is run x's
     last epoch.
 ``indicator: {op, value}``
@@ -31,17 +45,22 @@ always among them) and ``claims``, a list of mappings with these keys:
     contrast groups: models whose ``models`` table column ``by`` equals ``a`` / ``b``.
 ``applies_to``
     ``{column: value}`` of the ``models`` table: the models the claim is about.
+``stated_for``
+    names of the file's ``paper_models`` the paper states the claim for (default: all of them; an
+    empty list: any model); a verdict on another model is reported as beyond the paper's scope.
 ``scope``
     ``model`` (a verdict per model; the default) or ``group`` (one over several models; contrasts).
-``requires: {min_units, min_models}``
-    at least this many units with a value (default 3) and models per group (default 1).
+``requires: {min_units, min_models, early}``
+    at least this many units with a value (default 3) and models per group (default 1); ``early``:
+    the selected step must come before the model's last checkpoint.
 ``note``
     how the quote was read, for the reviewer.
 ``figure``
     the report figure that shows it, ``<stage>/<figure>`` (``crosslayer/stages.py`` names; the
     per-model figure, else the one over all models).
 
-Optional at the file's top level: ``published``, the numbers the paper's text states for a model and
+Optional at the file's top level: ``paper_models``, the paper's models by hub repo (``{name:
+owner/repo}``), ``published``, the numbers the paper's text states for a model and
 checkpoint a suite runs, each ``{model, section, quantity, value, table, column, where, at, note}``
 (ours: the mean of ``column`` over the model's rows matching ``where`` and ``at``, selectors as in
 claims), and ``lost``, which numbers the stored text lost and so stay out.

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.catalogue import SELECTORS, Claim, Lookup, PerModel, load_catalogue
+from crosslayer.claims.catalogue import Claim, Lookup, load_catalogue
+from crosslayer.claims.rows import (Decided, Missing, all_models, change, enough, models_in_scope, number,
+                                    paper_size, pooled, require_table, resolve, values_at, unit_values, where_at)
 from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
                                           difference_of_means_interval, expanded_level, mean_interval, permutation_p,
                                           correlation_change_interval, ratio_interval, unseen_rate)
@@ -92,19 +94,6 @@ class Verdict:
     paper_value: float = math.nan
 
 
-class _Missing(Exception):
-    """What the data lacks for a claim; becomes a "not testable" verdict with this message."""
-
-
-class _Decided(Exception):
-    """A verdict the data reach before any interval: a ceiling or floor the change cannot pass (every
-    unit already at its bound before), which the paper's own starting state contradicts."""
-
-    def __init__(self, verdict, reason, n):
-        super().__init__(reason)
-        self.verdict, self.n = verdict, n
-
-
 def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None):
     """Test one claim on the tables of a run.
 
@@ -155,23 +144,23 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     nan = math.nan
     blank = dict(claim=claim.id, paper=claim.paper, unit=claim.unit_name, statistic=nan, low=nan, high=nan, n=0)
     if not claim.testable:
-        return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
+        return Verdict(**blank, subject=subject or all_models(data), verdict="not testable",
                        direction="not testable", reason=f"beyond the workflow's tables: {claim.why}")
     rng = np.random.default_rng(seed)
     subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
     # equivalence is two one-sided tests at 1 - confidence each: the interval at 2 confidence - 1
     level = 2 * confidence - 1 if claim.direction == "==" else confidence
     try:
-        models = _models_in_scope(claim, data)
+        models = models_in_scope(claim, data)
         subject = subject or "+".join(models)
         kind = {"contrast": _contrast, "trend": _trend}.get(claim.kind, _mean_kind)
         estimate, low, high, n, reference, detail, gate = kind(claim, data, models, level, n_boot, rng)
-        size = _size(claim, data, models[0]) if claim.magnitude else nan
-        margin = _number(claim.margin.value, data, models[0], claim) if claim.margin else nan
-    except _Missing as missing:
-        return Verdict(**blank, subject=subject or _all_models(data), verdict="not testable",
+        size = paper_size(claim, data, models[0]) if claim.magnitude else nan
+        margin = number(claim.margin.value, data, models[0], claim) if claim.margin else nan
+    except Missing as missing:
+        return Verdict(**blank, subject=subject or all_models(data), verdict="not testable",
                        direction="not testable", reason=str(missing))
-    except _Decided as decided:
+    except Decided as decided:
         return Verdict(**blank | {"n": decided.n}, subject=subject, verdict=decided.verdict,
                        direction=decided.verdict, magnitude="undetermined", reason=str(decided))
     if claim.direction == "==":
@@ -216,17 +205,17 @@ def beside_ours(number, data):
     row = dict(paper=number.paper, section=number.section, model=number.model, quantity=number.quantity,
                published=number.value, ours=math.nan, difference=math.nan, rows=0, missing="")
     try:
-        rows = _table(data, number.table, [number.column, *(c for c, _ in number.where + number.at)])
+        rows = require_table(data, number.table, [number.column, *(c for c, _ in number.where + number.at)])
         rows = rows[rows["model"] == number.model]
         for column, value in number.where:
             rows = rows[rows[column] == value]
         for column, selector in number.at:
-            rows = rows[rows[column] == _resolve(selector, rows[column], data, number.model, number)]
+            rows = rows[rows[column] == resolve(selector, rows[column], data, number.model, number)]
         values = rows[number.column].dropna().astype(float)
         if values.empty:
-            raise _Missing(f"{number.table} has no {number.column} for {number.model} at "
+            raise Missing(f"{number.table} has no {number.column} for {number.model} at "
                            f"{dict(number.where + number.at)}")
-    except _Missing as missing:
+    except Missing as missing:
         return row | {"missing": str(missing)}
     ours = float(values.mean())
     return row | {"ours": ours, "difference": ours - number.value, "rows": int(values.size)}
@@ -314,24 +303,24 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
     """``change`` (mean paired difference, or the ratio of the means after and before) and
     ``threshold`` (mean against a value)."""
     if claim.statistic == "ratio_of_means":
-        pairs = pd.concat([pd.concat(_change(claim, data, m, pair=True), axis=1) for m in models]).dropna()
+        pairs = pd.concat([pd.concat(change(claim, data, m, pair=True), axis=1) for m in models]).dropna()
         before, after = pairs.to_numpy(float).T
-        _enough(claim, len(before), "", after - before)
+        enough(claim, len(before), "", after - before)
         if before.sum() <= 0:
-            raise _Missing(f"the mean before is {before.mean():.3g}: a ratio to it is not defined")
+            raise Missing(f"the mean before is {before.mean():.3g}: a ratio to it is not defined")
         low, high = ratio_interval(before, after, confidence, n_boot, rng)
         detail = f" (mean {after.mean():.3g} after, {before.mean():.3g} before)"
         return float(after.sum() / before.sum()), low, high, len(before), claim.value, detail, None
-    limits = {m: _number(claim.value, data, m, claim) for m in models}
+    limits = {m: number(claim.value, data, m, claim) for m in models}
     source = f" ({claim.value.table} {claim.value.column})" if isinstance(claim.value, Lookup) else ""
     if len(set(limits.values())) == 1:  # one value to compare the mean with
-        values = _pooled(models, lambda m: _unit_values(claim, data, m))
+        values = pooled(models, lambda m: unit_values(claim, data, m))
         reference = limits[models[0]]
         detail = f" against {reference:.3g}{source}" if claim.kind == "threshold" else ""
     else:  # models with their own value (e.g. baselines at different widths): the mean excess
-        values = _pooled(models, lambda m: _unit_values(claim, data, m) - limits[m])
+        values = pooled(models, lambda m: unit_values(claim, data, m) - limits[m])
         reference, detail = 0.0, f" minus each model's value{source}"
-    _enough(claim, values.size, "", values)
+    enough(claim, values.size, "", values)
     interval = difference_interval if claim.kind == "change" else mean_interval
     low, high = interval(values, confidence, n_boot, rng)
     if np.all(values == reference) and claim.direction != "==":  # every unit at the value: a null result
@@ -347,10 +336,10 @@ def _contrast(claim, data, models, confidence, n_boot, rng):
     for value, name in zip((claim.groups.a, claim.groups.b), claim.groups.names):
         members = [m for m in models if info.at[m, claim.groups.by] == value]
         if len(members) < claim.min_models:
-            raise _Missing(f"{len(members)} {name} model(s) ({claim.groups.by} = {value}: {members or 'none'}); "
+            raise Missing(f"{len(members)} {name} model(s) ({claim.groups.by} = {value}: {members or 'none'}); "
                            f"the contrast needs at least {claim.min_models}")
-        values = _pooled(members, lambda m: _unit_values(claim, data, m))
-        _enough(claim, values.size, f" for {name}", values)
+        values = pooled(members, lambda m: unit_values(claim, data, m))
+        enough(claim, values.size, f" for {name}", values)
         samples.append(values)
     a, b = samples
     low, high = difference_of_means_interval(a, b, confidence, n_boot, rng)
@@ -365,14 +354,14 @@ def _trend(claim, data, models, confidence, n_boot, rng):
     if claim.before:
         return _trend_change(claim, data, models, confidence, n_boot, rng)
     # reset_index: x may be the unit itself (a trend over checkpoints, units = steps)
-    frames = [_values_at(claim, data, m, claim.at).reset_index()[[claim.x, claim.column]] for m in models]
+    frames = [values_at(claim, data, m, claim.at).reset_index()[[claim.x, claim.column]] for m in models]
     both = pd.concat(frames).dropna()
-    _enough(claim, len(both), "")
+    enough(claim, len(both), "")
     x, y = both[claim.x].to_numpy(float), both[claim.column].to_numpy(float)
     estimate = float(correlation(x, y, method=claim.statistic))
     if math.isnan(estimate):
         if len(set(x.tolist())) == 1:  # one checkpoint, one depth: nothing to order
-            raise _Missing(f"{claim.x} takes one value ({x[0]:g}) over the {len(x)} {claim.unit_name}: "
+            raise Missing(f"{claim.x} takes one value ({x[0]:g}) over the {len(x)} {claim.unit_name}: "
                            "a trend needs it to vary")
         detail = f" ({claim.column} is constant: no correlation to measure)"
         return estimate, math.nan, math.nan, len(both), claim.value, detail, None
@@ -393,18 +382,18 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     both (a gradient training installs, against the one already there at initialization)."""
     frames = []
     for m in models:
-        sides = [_values_at(claim, data, m, selection)[[claim.x, claim.column]] for selection in (claim.before,
+        sides = [values_at(claim, data, m, selection)[[claim.x, claim.column]] for selection in (claim.before,
                                                                                                     claim.after)]
         frames.append(pd.concat(sides, axis=1, keys=["before", "after"], join="inner"))
     both = pd.concat(frames).dropna()
-    _enough(claim, len(both), "")
+    enough(claim, len(both), "")
     xb, yb, xa, ya = (both[side][c].to_numpy(float) for side in ("before", "after") for c in (claim.x, claim.column))
     before, after = (float(correlation(x, y, method=claim.statistic)) for x, y in ((xb, yb), (xa, ya)))
     detail = f" ({claim.statistic} {before:.3g} before, {after:.3g} after)"
     ceiling = {">": 1.0, "<": -1.0}.get(claim.direction)
     if ceiling is not None and before == ceiling:  # the trend is already perfect where the paper starts
-        raise _Decided("contradicted", f"{claim.statistic} {before:.3g} over the {len(both)} {claim.unit_name} "
-                       f"at {_where_at(claim.before)} already (after: {after:.3g}): present before training, "
+        raise Decided("contradicted", f"{claim.statistic} {before:.3g} over the {len(both)} {claim.unit_name} "
+                       f"at {where_at(claim.before)} already (after: {after:.3g}): present before training, "
                        "so training cannot have installed it", len(both))
     if math.isnan(before) or math.isnan(after):
         return math.nan, math.nan, math.nan, len(both), claim.value, detail + ": a constant column", None
@@ -412,195 +401,3 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     if dropped:
         detail += f" ({dropped} of {n_boot} resamples with a constant column left out)"
     return after - before, low, high, len(both), claim.value, detail, None
-
-
-# -- reading the tables -----------------------------------------------------------------------------
-
-
-def _models_in_scope(claim, data):
-    """The models of the claim's table that its ``applies_to`` (and contrast groups) can use."""
-    table = _table(data, claim.table, [claim.column, claim.unit, claim.x, *(c for c, _ in claim.where)])
-    models = list(pd.unique(table["model"]))
-    if not models:
-        raise _Missing(f"{claim.table} has no rows")
-    if claim.applies_to or claim.groups:
-        columns = [c for c, _ in claim.applies_to] + ([claim.groups.by] if claim.groups else [])
-        info = _table(data, "models", columns).set_index("model")
-        unknown = [m for m in models if m not in info.index]
-        if unknown:
-            raise _Missing(f"the models table has no row for {unknown}")
-        for column, value in claim.applies_to:
-            models = [m for m in models if info.at[m, column] == value]
-        if not models:
-            wanted = ", ".join(f"{c} = {v}" for c, v in claim.applies_to)
-            raise _Missing(f"no model here has {wanted} (the claim is about those)")
-    return models
-
-
-def _table(data, name, columns):
-    if name not in data:
-        raise _Missing(f"no table {name}")
-    absent = [c for c in dict.fromkeys(columns) if c and c not in data[name].columns]
-    if absent:
-        raise _Missing(f"table {name} has no column(s) {absent}")
-    return data[name]
-
-
-def _values_at(claim, data, model, selection):
-    """The claim's table for one model at ``where`` and ``selection``, indexed by unit: its column
-    made 0/1 by the indicator, if any, and rows finer than the unit averaged (``within``)."""
-    rows = data[claim.table]
-    rows = rows[rows["model"] == model]
-    for column, value in claim.where:
-        rows = rows[rows[column] == value]
-    if rows.empty:
-        raise _Missing(f"{claim.table} has no rows for {model}" + _where_text(claim))
-    for column, selector in selection:
-        _table(data, claim.table, [column])
-        value = _resolve(selector, rows[column], data, model, claim)
-        if claim.early and column == "step" and value == rows[column].max():
-            raise _Missing(f"{model}: step {value} is its last checkpoint, not early in training; the claim needs "
-                           "an earlier one (a reference_step before the last)")
-        if not (rows[column] == value).any():
-            have = sorted(rows[column].dropna().unique().tolist())
-            raise _Missing(f"{claim.table} has no {column} {value} for {model}{_where_text(claim)} (it has {have})")
-        rows = rows[rows[column] == value]
-    if claim.indicator is not None:  # 0/1 per row, before rows of one unit are averaged into a fraction
-        rows = rows.assign(**{claim.column: _indicated(claim, data, model, rows[claim.column])})
-    key = [claim.unit, *claim.within]
-    if rows.duplicated(key).any():
-        raise ValueError(f"claim {claim.id}: several rows per {' and '.join(key)} in {claim.table} for {model} at "
-                         f"{dict(selection)}{_where_text(claim)}; the catalogue entry needs a `where`")
-    if claim.within:  # rows finer than the independent unit: one value per unit, their mean
-        means = [c for c in (claim.column, claim.x) if c]
-        return rows.groupby(claim.unit, sort=False).agg(
-            {c: "mean" if c in means else "first" for c in rows.columns if c not in key})
-    return rows.set_index(claim.unit)
-
-
-def _unit_values(claim, data, model):
-    """One model's value per unit: the change ``before`` -> ``after`` if the claim has one, else the
-    (indicated) column ``at`` its selection."""
-    if claim.before:
-        return _change(claim, data, model)
-    return _values_at(claim, data, model, claim.at)[claim.column].astype(float)
-
-
-def _change(claim, data, model, *, pair=False):
-    """Per-unit ``after - before`` (after the indicator, if any) for one model; ``pair``: the two
-    aligned Series instead."""
-    resolved = {}
-    for key, selection in (("before", claim.before), ("after", claim.after)):
-        rows = _values_at(claim, data, model, selection)
-        resolved[key] = rows[claim.column].astype(float)
-        resolved[f"{key}_at"] = {c: rows[c].iloc[0] for c, _ in selection}
-    at = ", ".join(f"{c} {v}" for c, v in resolved["before_at"].items())
-    if resolved["before_at"] == resolved["after_at"]:
-        raise _Missing(f"{model}: before and after are the same rows ({at}); the change needs two conditions")
-    before, after = resolved["before"].align(resolved["after"], join="inner")
-    # a strict rise (fall) of a 0/1 indicator cannot show when every unit is already 1 (0) before:
-    # the state the paper starts from (absent, or present) is not there, a verdict on the claim
-    bound = {">": 1.0, "<": 0.0}.get(claim.direction)
-    if claim.kind == "change" and claim.indicator and bound is not None and before.dropna().eq(bound).all():
-        cut = _number(claim.indicator.value, data, model, claim)
-        state = "present" if bound else "absent"
-        raise _Decided("contradicted", f"{model}: every one of the {before.notna().sum()} {claim.unit_name} is "
-                       f"already {bound:g} at {at} ({claim.column} {claim.indicator.op} {cut:.3g}): "
-                       f"{state} before the {'rise' if bound else 'fall'} the paper describes, which "
-                       "cannot show from there", int(before.notna().sum()))
-    return (before, after) if pair else after - before
-
-
-def _indicated(claim, data, model, values):
-    if claim.indicator is None:
-        return values.astype(float)
-    limit = _number(claim.indicator.value, data, model, claim)
-    return _OPS[claim.indicator.op](values, limit).astype(float).where(values.notna())
-
-
-def _resolve(selector, column, data, model, claim):
-    if isinstance(selector, Lookup):
-        return _lookup(selector, data, model, claim)
-    if isinstance(selector, PerModel):
-        value = selector.value_for(_repo(data, model))
-        if value is not None:
-            return value
-        if selector.otherwise is None:
-            raise _Missing(f"{model}: the paper fixes this comparison for its own models only")
-        return _resolve(selector.otherwise, column, data, model, claim)
-    if selector == "untrained":
-        return _untrained_step(data, model)
-    if isinstance(selector, str) and selector in SELECTORS:
-        return column.min() if selector == "first" else column.max()
-    return selector
-
-
-def _size(claim, data, model):
-    """The paper's size for this model: a number, a lookup, or the paper's value for its own model
-    (NaN for another model: the paper gives it no number)."""
-    value = claim.magnitude.value
-    if isinstance(value, PerModel):
-        value = value.value_for(_repo(data, model))
-        return math.nan if value is None else float(value)
-    return _number(value, data, model, claim)
-
-
-def _repo(data, model):
-    """The model's hub repo (the models table's ``repo``), or None."""
-    info = data.get("models")
-    repos = info.loc[info["model"] == model, "repo"].dropna() if info is not None and "repo" in info else ()
-    return repos.iloc[0] if len(repos) else None
-
-
-def _untrained_step(data, model):
-    """The model's step that is its initialization: step 0 of a run the workflow trained, its
-    untrained twin (``init``), or the step its config marks (``untrained_step``); a step 0 of a
-    user's checkpoints is not assumed to be one."""
-    info = data.get("models")
-    found = info.loc[info["model"] == model, "untrained_step"].dropna() if info is not None and \
-        "untrained_step" in info else pd.Series(dtype=float)
-    if found.empty:
-        raise _Missing(f"{model}: no checkpoint is known to be untrained (the workflow neither trained it from "
-                       f"step 0 nor built its untrained twin, and models.{model}.untrained_step is not set): "
-                       "claims about initialization need one")
-    return int(found.iloc[0])
-
-
-def _number(value, data, model, claim):
-    return float(_lookup(value, data, model, claim)) if isinstance(value, Lookup) else float(value)
-
-
-def _lookup(lookup, data, model, claim):
-    table = _table(data, lookup.table, [lookup.column])
-    found = table.loc[table["model"] == model, lookup.column].dropna().unique()
-    if found.size == 0:
-        raise _Missing(f"{lookup.table} has no {lookup.column} for {model}")
-    if found.size > 1:
-        raise ValueError(
-            f"claim {claim.id}: {lookup.table} holds several {lookup.column} for {model}: {found.tolist()}")
-    return found[0].item() if hasattr(found[0], "item") else found[0]
-
-
-def _pooled(models, measure):
-    """Per-unit values of every model, NaN left out, as one float array."""
-    values = pd.concat([measure(m) for m in models]).to_numpy(float)
-    return values[~np.isnan(values)]
-
-
-def _enough(claim, n, group, values=None):
-    if n < claim.min_units:
-        seen = f" (their mean: {np.mean(values):.3g})" if values is not None and n else ""
-        raise _Missing(f"{claim.unit_name} with a value{group}: {n}{seen}; the claim needs at least {claim.min_units}")
-
-
-def _where_at(selection):
-    return ", ".join(f"{c} {v}" for c, v in selection)
-
-
-def _where_text(claim):
-    return "".join(f", {c} = {v}" for c, v in claim.where)
-
-
-def _all_models(data):
-    names = sorted({m for name, table in data.items() if name != "models" for m in table["model"].unique()})
-    return "+".join(str(m) for m in names)

@@ -3,8 +3,8 @@ a :class:`Claim` and its parts, a :class:`Published` number, one paper's :class:
 
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups", "Magnitude", "Margin",
-           "Claim", "Published", "TableSpec", "Catalogue"]
+__all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups", "Magnitude",
+           "Margin", "Claim", "Published", "TableSpec", "Catalogue"]
 
 #: The comparison kinds and the statistics each computes.
 KINDS = {
