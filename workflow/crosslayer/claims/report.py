@@ -37,10 +37,13 @@ def report_text(verdicts, catalogues, matrix_png, description):
     lines = readings(verdicts, catalogues)
     out = ["Do the papers' findings hold here?", "=" * 34, "",
            "Each claim of the four papers (catalogue: ``crosslayer/claims/catalogue``; docs/claims.md) tested on",
-           "this run's own tables: **holds** when its bootstrap interval lies on the paper's side, **contradicted**",
-           "when on the other, **inconclusive** when it straddles, **not testable** when the run lacks the",
-           "comparison (the table ``results/claims/claims.tsv`` gives each reason). A finding that does not hold",
-           "at this scale is a result, not a defect.", "",
+           "this run's own tables at the paper's strength: **holds** when its bootstrap interval lies on the",
+           "paper's side (inside the margin of an absence), **weaker** when the sign holds but falls short of a",
+           "size the paper's words state, **contradicted** when on the other side or when the paper's size is",
+           "ruled out, **inconclusive** when it straddles, **not testable** when the run lacks the comparison",
+           "(the table ``results/claims/claims.tsv`` gives each reason; a verdict on a model the paper does not",
+           "state the claim for says so). A finding that does not hold at this scale is a result, not a defect.",
+           "",
            # the PNG in short lines: docutils refuses long ones, and a data URI's base64 ignores the breaks
            ".. raw:: html", "", '   <img style="width: 100%" alt="verdict matrix" src="data:image/png;base64,',
            *(f"   {png[i:i + 76]}" for i in range(0, len(png), 76)), '   ">', ""]
