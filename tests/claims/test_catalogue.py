@@ -5,6 +5,7 @@ catalogue quotes give "holds", the reversal "contradicted"."""
 
 import importlib.util
 import itertools
+from dataclasses import replace
 import tomllib
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from crosslayer.claims.catalogue import (
     parse_catalogue,
 )
 from crosslayer.claims.engine import evaluate
+from crosslayer.claims.readers import reader
 
 CATALOGUES = {paper: load_catalogue(paper) for paper in catalogue_papers()}
 CLAIMS = [claim for catalogue in CATALOGUES.values() for claim in catalogue.claims]
@@ -287,14 +289,35 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     return tables
 
 
+def nested(claim):
+    """Why the claim's column is not independent over its units (its reader says), or ""."""
+    return dict(reader(claim.table).nested).get(claim.column, "") if claim.unit != "model" else ""
+
+
 @pytest.mark.parametrize("claim", TESTABLE, ids=[c.id for c in TESTABLE])
 def test_the_engine_applies_the_papers_direction(claim):
+    if nested(claim):  # no interval over nested units: refused, whatever the data
+        verdict = evaluate(claim, planted(claim, 1), n_boot=500)
+        assert verdict.verdict == "not testable" and nested(claim) in verdict.reason
+        return
     for side, expected in ((1, "holds"), (-1, "contradicted")):
         verdict = evaluate(claim, planted(claim, side), n_boot=500)
         assert verdict.verdict == expected, f"{claim.id} ({claim.section}: {claim.quote!r}): {verdict.reason}"
 
 
-SIZED = [c for c in TESTABLE if c.magnitude]
+SIZED = [c for c in TESTABLE if c.magnitude and not nested(c)]
+
+
+@pytest.mark.parametrize("claim", TESTABLE, ids=[c.id for c in TESTABLE])
+def test_every_claim_resamples_units_its_reader_calls_independent(claim):
+    assert claim.unit in (*reader(claim.table).units, "model"), (claim.id, claim.unit, reader(claim.table).units)
+
+
+def test_a_claim_over_units_finer_than_its_readers_is_refused():
+    token_pairs = replace(CATALOGUES["002"].claim("002-token-self-emerges"), within=(),
+                          unit="cell", unit_name="samples")
+    with pytest.raises(ValueError, match=r"independent units of coupling/tokenwise_self are \['prompt'\]"):
+        evaluate(token_pairs, {})
 
 
 @pytest.mark.parametrize("claim", SIZED, ids=[c.id for c in SIZED])

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from crosslayer.claims.catalogue import Claim, Lookup, load_catalogue
+from crosslayer.claims.readers import READERS
 from crosslayer.claims.rows import (Decided, Missing, all_models, change, enough, models_in_scope, number,
                                     paper_size, pooled, require_table, resolve, values_at, unit_values, where_at)
 from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
@@ -146,6 +147,10 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     if not claim.testable:
         return Verdict(**blank, subject=subject or all_models(data), verdict="not testable",
                        direction="not testable", reason=f"beyond the workflow's tables: {claim.why}")
+    nested = _dependent_units(claim)
+    if nested:
+        return Verdict(**blank, subject=subject or _all_models_or_group(claim, data), verdict="not testable",
+                       direction="not testable", reason=nested)
     rng = np.random.default_rng(seed)
     subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
     # equivalence is two one-sided tests at 1 - confidence each: the interval at 2 confidence - 1
@@ -190,6 +195,23 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     return Verdict(claim=claim.id, paper=claim.paper, subject=subject, statistic=float(estimate), low=float(low),
                    high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason,
                    direction=direction, magnitude=magnitude, paper_value=float(size))
+
+
+def _dependent_units(claim):
+    """Why the claim's units are not independent for its column ("" when they are), from its table's
+    reader; a unit the reader does not name as independent is a catalogue defect."""
+    reader = READERS.get(claim.table)
+    if reader is None:  # a table no reader gives (tests' synthetic ones)
+        return ""
+    if claim.unit not in (*reader.units, "model"):
+        raise ValueError(f"claim {claim.id}: the independent units of {claim.table} are {list(reader.units)} or whole "
+                         f"models, not {claim.unit!r}: name one and average finer rows into it (unit.within)")
+    why = dict(reader.nested).get(claim.column)
+    return f"{claim.column} over {claim.unit_name}: {why}" if why and claim.unit != "model" else ""
+
+
+def _all_models_or_group(claim, data):
+    return " vs ".join(claim.groups.names) if claim.groups else all_models(data)
 
 
 def beside_ours(number, data):

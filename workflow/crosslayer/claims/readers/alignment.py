@@ -11,11 +11,11 @@ _SUMMARY = "results/alignment/{model}/{name}.tsv"
 _SPACES = ("left", "right", "cross")
 
 
-def _summary(name):
+def _summary(name, units=()):
     """A reader of ``summarize_alignment``'s per-model table `name` (tab-separated, one file)."""
     def read(root, model, steps):
         return pd.read_csv(root / _SUMMARY.format(model=model, name=name), sep="\t")
-    return Reader(f"alignment/{name}", "alignment", (_SUMMARY.replace("{name}", name),), read)
+    return Reader(f"alignment/{name}", "alignment", (_SUMMARY.replace("{name}", name),), read, units=units)
 
 
 def _pairs(root, model, steps):
@@ -32,6 +32,7 @@ def _pairs(root, model, steps):
 
 
 READERS = (
-    *(_summary(name) for name in ("adjacent", "table1", "cascade", "cascade_fit", "baseline")),
-    Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs),
+    _summary("adjacent", units=("boundary",)), _summary("cascade", units=("boundary",)),
+    *(_summary(name) for name in ("table1", "cascade_fit", "baseline")),
+    Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs, units=("pair",)),
 )

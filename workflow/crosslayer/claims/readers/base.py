@@ -13,13 +13,18 @@ __all__ = ["Reader"]
 @dataclass(frozen=True)
 class Reader:
     """How one catalogue table is read from a run's files (:mod:`crosslayer.claims.readers`): from
-    the models of `stage` that the stages in `also` run on too."""
+    the models of `stage` that the stages in `also` run on too. `units`: the columns whose values
+    are independent units of the table (a claim may resample them, or whole models); `nested`:
+    ``(column, why)`` for columns whose values over those units are not independent (a cumulative
+    quantity of nested layer ranges), which no claim may resample."""
 
     table: str
     stage: str
     files: tuple[str, ...]
     read: Callable[[Path, str, tuple], pd.DataFrame]
     also: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()
+    nested: tuple[tuple[str, str], ...] = ()
 
     def paths(self, root, model, steps):
         """The files this reader reads for `model` (``{step}`` patterns once per step, in order)."""

@@ -129,9 +129,9 @@ def _ablation_boundaries(root, model, steps):
 
 
 READERS = (
-    Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries),
-    Reader("continuity/steps", "continuity", (_STEPS,), _steps),
-    Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy),
+    Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",)),
+    Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",)),
+    Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy, units=("seed",)),
     Reader("ablations/runs", "transformer_ablations", (_ABLATIONS,), _ablation_runs),
-    Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries),
+    Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",)),
 )

@@ -134,13 +134,16 @@ def _noise_prompts(root, model, steps):
 
 
 READERS = (
-    Reader("coupling/prompts", "coupling", (_TSV.replace("{name}", "prompts"),), _prompts),
-    Reader("coupling/prompt_trajectories", "coupling", (_TSV.replace("{name}", "prompts"),), _prompt_trajectories),
-    Reader("coupling/steps", "coupling", (_TSV.replace("{name}", "steps"),), _steps),
-    Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise),
-    Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self),
-    Reader("coupling/across_models", "coupling", (_MODELS,), _across_models),
+    Reader("coupling/prompts", "coupling", (_TSV.replace("{name}", "prompts"),), _prompts, units=("prompt",)),
+    Reader("coupling/prompt_trajectories", "coupling", (_TSV.replace("{name}", "prompts"),), _prompt_trajectories,
+           units=("prompt",)),
+    Reader("coupling/steps", "coupling", (_TSV.replace("{name}", "steps"),), _steps, units=("step",)),
+    # the two orders of a layer pair are one unit (`layers`), not two (`pair`)
+    Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise, units=("layers",)),
+    # a prompt's token pairs (`cell`) are not independent of each other: the prompt is the unit
+    Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self, units=("prompt",)),
+    Reader("coupling/across_models", "coupling", (_MODELS,), _across_models, units=("model",)),
     Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
-           also=("evaluation",)),
-    Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts),
+           also=("evaluation",), units=("step",)),
+    Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts, units=("prompt",)),
 )

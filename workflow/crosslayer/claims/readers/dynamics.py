@@ -20,6 +20,11 @@ _REGIMES = "results/dynamics/{model}/regimes.tsv"
 _SCHUR = "results/dynamics/{model}/step{step}.schur.tsv"
 _COUPLING = "results/topology/{model}/step{step}.coupling.tsv"
 _SUMMARY = "results/topology/{model}/step{step}.summary.tsv"
+#: Why the cumulative quantities are no sample of independent units: each start layer's product
+#: J_{l->L} contains the next one's.
+_NESTED = ("the composed Jacobian from start layer l contains the one from l + 1, so its start layers are nested, "
+           "not independent units; an interval needs per-block ranks or resampled inputs, which the stage does "
+           "not write")
 
 #: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
 SPECTRA_COLUMNS = ("step", "layer", "depth", "regime", "spectral_radius", "frac_expanding", "frac_complex",
@@ -71,10 +76,12 @@ def _regimes(root, model, steps):
 
 
 READERS = (
-    Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra),
+    Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
+           nested=(("cumulative_effective_rank", _NESTED),)),
     Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
     Reader("dynamics/regimes", "dynamics", (_REGIMES,), _regimes),
-    Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS)),
-    Reader("topology/coupling", "topology", (_COUPLING,), _per_step(_COUPLING, COUPLING_COLUMNS)),
+    Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
+           nested=(("effective_rank", _NESTED), ("log_frobenius", _NESTED))),
+    Reader("topology/coupling", "topology", (_COUPLING,), _per_step(_COUPLING, COUPLING_COLUMNS), units=("layer",)),
     Reader("topology/summary", "topology", (_SUMMARY,), _per_step(_SUMMARY, SUMMARY_COLUMNS)),
 )
