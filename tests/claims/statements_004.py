@@ -18,5 +18,6 @@ STATEMENTS = {
     "004-boundary-emerges": ("change", ">", None),  # "absent at initialization and emerges monotonically over training"
     # "amplified at near-symmetric layers and de-amplified at non-normal ones"
     "004-sign-by-operator": ("trend", ">", None),
-    "004-rate-level-null": None,  # "not a robust cross-architecture phenomenon": a null, no side to test
+    # "at chance in every model and checkpoint": no association, within the null's spread
+    "004-rate-level-null": ("trend", "==", None),
 }
