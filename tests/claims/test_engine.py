@@ -548,3 +548,28 @@ def test_a_trend_already_perfect_before_training_contradicts_installing_it():
     claim = make_claim(**{**KIND_ENTRIES["trend"], "before": {"step": 0}, "after": {"step": "last"}})
     verdict = evaluate(claim, data)
     assert verdict.verdict == "contradicted" and "present before training" in verdict.reason and verdict.n == 8
+
+
+def ratio_data(rng, n, effect):
+    before = rng.uniform(0.8, 1.2, n)
+    return {"t/units": pd.concat([units_table("m", 0, before),
+                                  units_table("m", 100, before * (1 + effect) + rng.normal(scale=0.2, size=n))])}
+
+
+def trend_change_data(rng, n, effect):
+    x = np.arange(float(n))
+    return {"t/units": pd.concat([units_table("m", 0, rng.normal(size=n), x=x),
+                                  units_table("m", 100, effect * x / n + rng.normal(size=n), x=x)])}
+
+
+@pytest.mark.parametrize("entry, builder", [
+    ({**KIND_ENTRIES["change"], "statistic": "ratio_of_means", "value": 1}, ratio_data),
+    ({**KIND_ENTRIES["trend"], "before": {"step": 0}, "after": {"step": "last"}}, trend_change_data),
+], ids=["ratio", "trend-change"])
+def test_the_new_kinds_decide_noise_at_about_the_nominal_rate(entry, builder):
+    claim, seeds = make_claim(**entry), 200
+    decided = sum(evaluate(claim, builder(np.random.default_rng(2000 + seed), 40, 0.0), n_boot=1000, seed=seed).verdict
+                  != "inconclusive" for seed in range(seeds))
+    low, high = stats.binom.ppf([0.0005, 0.9995], seeds, 0.05)
+    assert low <= decided <= high, f"{decided} of {seeds} noise runs decided"
+    assert evaluate(claim, builder(np.random.default_rng(1), 40, 3.0)).verdict == "holds"
