@@ -167,7 +167,8 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
                        direction="not testable", reason=str(missing))
     except Decided as decided:
         return Verdict(**blank | {"n": decided.n}, subject=subject, verdict=decided.verdict,
-                       direction=decided.verdict, magnitude="undetermined", reason=str(decided))
+                       direction=decided.verdict, magnitude="undetermined" if claim.magnitude else "no number given",
+                       reason=str(decided))
     if claim.direction == "==":
         direction = decide_equivalence(low, high, reference, margin)
     else:
@@ -181,20 +182,25 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     reason = f"{numbers} over {n} {claim.unit_name}{detail}; the paper: {paper}"
     magnitude = ("no number given" if math.isnan(size) else
                  strength(low, high, claim.direction, size, claim.magnitude.spread))
-    if not math.isnan(size):
-        spread = f" +- {claim.magnitude.spread:.3g}" if claim.magnitude.spread else ""
-        reason += f"; its size {size:.3g}{spread} ({claim.magnitude.cite}): ours {magnitude}"
-    verdict = direction
-    if magnitude == "weaker" and direction == "holds" and claim.magnitude.words:
-        verdict = "weaker"  # the quote states the size: the sign alone is not the claim
-    elif magnitude == "weaker" and direction == "inconclusive":
-        verdict = "contradicted"  # a null result, but one that rules out the paper's size
-        reason += " (no effect shown, and the paper's size ruled out)"
-    elif direction == "inconclusive" and not math.isnan(low) and claim.direction != "==":
-        reason += f"; an effect under {(high - low) / 2:.3g} would rarely show over {n} {claim.unit_name}"
+    verdict, reason = _verdict(claim, direction, magnitude, size, (low, high, n), reason)
     return Verdict(claim=claim.id, paper=claim.paper, subject=subject, statistic=float(estimate), low=float(low),
                    high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason,
                    direction=direction, magnitude=magnitude, paper_value=float(size))
+
+
+def _verdict(claim, direction, magnitude, size, interval, reason):
+    """The verdict from its two parts, and the reason with the paper's size and what a null could show."""
+    low, high, n = interval
+    if magnitude != "no number given":
+        spread = f" +- {claim.magnitude.spread:.3g}" if claim.magnitude.spread else ""
+        reason += f"; its size {size:.3g}{spread} ({claim.magnitude.cite}): ours {magnitude}"
+    if magnitude == "weaker" and direction == "holds" and claim.magnitude.words:
+        return "weaker", reason  # the quote states the size: the sign alone is not the claim
+    if magnitude == "weaker" and direction == "inconclusive":  # a null result that rules out the paper's size
+        return "contradicted", reason + " (no effect shown, and the paper's size ruled out)"
+    if direction == "inconclusive" and not math.isnan(low) and claim.direction != "==":
+        reason += f"; an effect under {(high - low) / 2:.3g} would rarely show over {n} {claim.unit_name}"
+    return direction, reason
 
 
 def _dependent_units(claim):
