@@ -201,3 +201,11 @@ def test_a_claim_judged_only_on_other_models_says_so_in_the_papers_line():
     table = verdict_table([catalogue], both, {"t": ["b"], "t2": ["a"]}, n_boot=300)
     assert readings(table, [catalogue])["999"] == (
         "2 claims (on the paper's own models): holds 1 (t2); only on other models 1 (rise)")
+
+
+def test_a_paper_none_of_whose_claims_a_run_can_test_gets_its_line():
+    # every verdict "not testable": no tested row to read the scope of (pandas' string columns)
+    data = {"models": pd.DataFrame({"model": ["a"], "gated": [True], "repo": [None]})}
+    table = verdict_table([SCOPED], data, {"t": ["a"]}, n_boot=300)
+    table = table.astype({"claim": "string[pyarrow]", "verdict": "string[pyarrow]"})
+    assert readings(table, [SCOPED])["999"] == "2 claims: not testable 2 (rise, anywhere)"

@@ -118,7 +118,7 @@ def readings(verdicts, catalogues):
         # the paper's own models where the run has them: a claim judged on them is the paper's verdict
         tested = rows[rows["verdict"] != "not testable"]
         own = tested["in_paper_scope"].astype(bool) if "in_paper_scope" in rows else pd.Series(True, tested.index)
-        named = tested["claim"].map({c.id: bool(c.stated_for) for c in catalogue.claims})
+        named = tested["claim"].map({c.id: bool(c.stated_for) for c in catalogue.claims}).astype(bool)
         on = ""
         if (named & own).any() and not own.all():  # other models' verdicts stay in the table, out of the line
             on = " (on the paper's own models)"
