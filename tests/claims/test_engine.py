@@ -573,3 +573,11 @@ def test_the_new_kinds_decide_noise_at_about_the_nominal_rate(entry, builder):
     low, high = stats.binom.ppf([0.0005, 0.9995], seeds, 0.05)
     assert low <= decided <= high, f"{decided} of {seeds} noise runs decided"
     assert evaluate(claim, builder(np.random.default_rng(1), 40, 3.0)).verdict == "holds"
+
+
+def test_a_column_that_is_a_fraction_already_is_not_read_as_0_1_units():
+    # every layer's eigenvalues all complex (1.0): a measured fraction per unit, not an indicator
+    claim = make_claim(**{**KIND_ENTRIES["threshold"], "direction": "==", "value": 0.98,
+                          "margin": {"value": 0.02, "cite": "about"}})
+    verdict = evaluate(claim, {"t/units": units_table("m", 0, np.ones(6))})
+    assert (verdict.low, verdict.high, verdict.verdict) == (1.0, 1.0, "holds")

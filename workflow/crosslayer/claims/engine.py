@@ -350,7 +350,8 @@ def _mean_kind(claim, data, models, confidence, n_boot, rng):
         reference, detail = 0.0, f" minus each model's value{source}"
     enough(claim, values.size, "", values)
     interval = difference_interval if claim.kind == "change" else mean_interval
-    low, high = interval(values, confidence, n_boot, rng)
+    # an indicator's units are 0/1 (its fraction's exact interval) unless averaged within units
+    low, high = interval(values, confidence, n_boot, rng, fraction=claim.indicator is not None and not claim.within)
     if np.all(values == reference) and claim.direction != "==":  # every unit at the value: a null result
         reach = unseen_rate(values.size, confidence)
         detail += f" (no unit differs from {reference:.3g}: a rate up to {reach:.3g} cannot be ruled out)"

@@ -20,7 +20,7 @@ from scipy import stats
 __all__ = ["expanded_level", "mean_interval", "difference_interval", "proportion_interval", "unseen_rate",
            "difference_of_means_interval", "ratio_interval",
            "correlation_change_interval",
-           "correlation", "correlation_interval", "permutation_p", "is_indicator"]
+           "correlation", "correlation_interval", "permutation_p"]
 
 
 def expanded_level(confidence, n):
@@ -118,24 +118,27 @@ def permutation_p(x, y, *, method="spearman", side=1, n_perm=2000, rng=None):
 
 
 
-def mean_interval(values, confidence, n_boot, rng):
+def mean_interval(values, confidence, n_boot, rng, *, fraction=False):
     """Percentile bootstrap interval of the mean of independent units, read at the expanded level;
-    an exact Clopper-Pearson interval where every unit is 0 or 1 (:func:`proportion_interval`)."""
+    for a ``fraction`` (every unit 0 or 1: an indicator's), the exact Clopper-Pearson interval
+    (:func:`proportion_interval`)."""
     values = np.asarray(values, dtype=float)
-    if is_indicator(values):
+    if fraction:
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise ValueError("a fraction's units are 0 or 1")
         return proportion_interval(int(values.sum()), values.size, confidence)
     result = stats.bootstrap((values,), np.mean, vectorized=True, n_resamples=n_boot, method="percentile",
                              confidence_level=expanded_level(confidence, values.size), rng=rng)
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def difference_interval(values, confidence, n_boot, rng):
-    """Interval of the mean of paired per-unit differences. Differences of 0/1 units that are all one
-    value (every unit rose, or none changed) give a bootstrap interval of zero width, a certainty few
-    units cannot give: the interval then reaches as far as a rate of change never seen in ``n`` units
-    could go (:func:`unseen_rate`), clipped to [-1, 1]."""
+def difference_interval(values, confidence, n_boot, rng, *, fraction=False):
+    """Interval of the mean of paired per-unit differences. Differences of 0/1 units (``fraction``)
+    that are all one value (every unit rose, or none changed) give a bootstrap interval of zero
+    width, a certainty few units cannot give: the interval then reaches as far as a rate of change
+    never seen in ``n`` units could go (:func:`unseen_rate`), clipped to [-1, 1]."""
     values = np.asarray(values, dtype=float)
-    if np.isin(values, (-1.0, 0.0, 1.0)).all() and np.ptp(values) == 0:
+    if fraction and np.ptp(values) == 0:
         reach = unseen_rate(values.size, confidence)
         return max(-1.0, values[0] - reach), min(1.0, values[0] + reach)
     return mean_interval(values, confidence, n_boot, rng)
@@ -177,12 +180,6 @@ def correlation_interval(x, y, method, confidence, n_boot, rng):
         return math.nan, math.nan, dropped
     low, high = np.nanpercentile(boot, [tail, 100 - tail])
     return float(low), float(high), dropped
-
-
-def is_indicator(values):
-    """Whether every value is 0 or 1 (a fraction's units)."""
-    values = np.asarray(values, dtype=float)
-    return values.size > 0 and bool(np.isin(values, (0.0, 1.0)).all())
 
 
 def difference_of_means_interval(a, b, confidence, n_boot, rng):
