@@ -61,7 +61,7 @@ def _beyond_scope(claim, data):
     """Why a verdict's models are not those the paper states the claim for ("" when they are, or
     when the claim names none): the models of its table, by hub repo; a stage's own runs (the toy
     grid, the ablations) are the paper's experiments."""
-    if not claim.stated_for or claim.table not in data or "models" not in data:
+    if not claim.stated_for or claim.table not in data or "repo" not in data.get("models", {}):
         return ""
     info = data["models"].set_index("model")
     models = [m for m in pd.unique(data[claim.table]["model"]) if m in info.index]
