@@ -42,6 +42,11 @@ def run(tmp_path_factory):
             table[f"{label}_condition_number"] = values
         table.insert(0, "regime", depth_regimes(L))
         table.assign(**table.attrs).to_csv(dynamics / f"step{step}.spectra.tsv", sep="\t")
+        # block_jacobians' activations (samples x snapshots x units), as np.savez writes them: fewer
+        # samples than units at step 0 (the correlation-graph stage warns), more at the last step
+        samples = D - 2 if step == STEPS[0] else 3 * D
+        np.savez(dynamics / f"step{step}.activations.npz", acts=rng.normal(size=(samples, 2 * L, D)).astype(np.float32),
+                 n_tokens=np.full(samples, 8), sample_ids=np.arange(samples))
         # dynamics_regimes
         table = pd.read_csv(dynamics / f"step{step}.spectra.tsv", sep="\t", index_col="layer")
         layer, value = minimum_layer(table["self_alignment"])
@@ -104,7 +109,7 @@ def test_per_checkpoint_tables_hold_the_files_values(run):
             file = source(root, name.split("/")[1], step).set_index(keys).sort_index()
             rows = ours[ours["step"] == step].drop(columns=["model", "step"]).set_index(keys).sort_index()
             assert len(rows) == len(file), name
-            columns = [c for c in rows.columns if c != "depth"]
+            columns = [c for c in rows.columns if c not in ("depth", "n_samples", "n_units")]  # added by the readers
             pd.testing.assert_frame_equal(rows[columns], file[columns], check_dtype=False, obj=name)
     spectra = tables["dynamics/spectra"]
     np.testing.assert_array_equal(spectra["depth"], spectra["layer"])
@@ -141,3 +146,18 @@ def test_the_claims_evaluate_on_the_tables(run):
         if claim.testable:
             verdict = evaluate(claim, tables, n_boot=200)
             assert "no column" not in verdict.reason and "no table" not in verdict.reason, (claim.id, verdict.reason)
+
+
+def test_the_graph_stages_warning_about_its_power_reaches_the_verdicts(run):
+    # the samples and units each checkpoint's graphs come from, read from the activations' header
+    from crosslayer.claims.engine import evaluate
+
+    _, tables = run
+    coupling = tables["topology/coupling"]
+    assert set(zip(coupling["step"], coupling["n_samples"], coupling["n_units"])) == {(0, D - 2, D), (5, 3 * D, D)}
+    at_init = evaluate(CATALOGUE.claim("004-mesoscale-at-init"), {
+        **tables, "models": pd.DataFrame({"model": [MODEL], "untrained_step": [0], "repo": [None]})}, n_boot=200)
+    assert f"correlation graphs rest on {D - 2} samples of {D} units (fewer samples than units" in at_init.reason
+    trained = evaluate(CATALOGUE.claim("004-boundary-trained"), {
+        name: table[table["step"] == 5] if "step" in table else table for name, table in tables.items()}, n_boot=200)
+    assert "fewer samples than units" not in trained.reason

@@ -183,6 +183,8 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     magnitude = ("no number given" if math.isnan(size) else
                  strength(low, high, claim.direction, size, claim.magnitude.spread))
     verdict, reason = _verdict(claim, direction, magnitude, size, (low, high, n), reason)
+    power = _stage_power(claim, data, models)
+    reason += f"; {power}" if power else ""
     return Verdict(claim=claim.id, paper=claim.paper, subject=subject, statistic=float(estimate), low=float(low),
                    high=float(high), n=int(n), unit=claim.unit_name, verdict=verdict, reason=reason,
                    direction=direction, magnitude=magnitude, paper_value=float(size))
@@ -214,6 +216,15 @@ def _dependent_units(claim):
                          f"models, not {claim.unit!r}: name one and average finer rows into it (unit.within)")
     why = dict(reader.nested).get(claim.column)
     return f"{claim.column} over {claim.unit_name}: {why}" if why and claim.unit != "model" else ""
+
+
+def _stage_power(claim, data, models):
+    """The stage's own warning about its power for these models' rows, from the table's reader."""
+    reader = READERS.get(claim.table)
+    if reader is None or reader.power is None:
+        return ""
+    table = data[claim.table]
+    return reader.power(table[table["model"].isin(models)])
 
 
 def _all_models_or_group(claim, data):

@@ -16,7 +16,9 @@ class Reader:
     the models of `stage` that the stages in `also` run on too. `units`: the columns whose values
     are independent units of the table (a claim may resample them, or whole models); `nested`:
     ``(column, why)`` for columns whose values over those units are not independent (a cumulative
-    quantity of nested layer ranges), which no claim may resample."""
+    quantity of nested layer ranges), which no claim may resample; `power`: the stage's own warning
+    about its power, from a model's rows of the table ("" where it has none), for the verdicts'
+    reasons."""
 
     table: str
     stage: str
@@ -25,6 +27,7 @@ class Reader:
     also: tuple[str, ...] = ()
     units: tuple[str, ...] = ()
     nested: tuple[tuple[str, str], ...] = ()
+    power: Callable[[pd.DataFrame], str] | None = None
 
     def paths(self, root, model, steps):
         """The files this reader reads for `model` (``{step}`` patterns once per step, in order)."""

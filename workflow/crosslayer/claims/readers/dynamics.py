@@ -1,7 +1,9 @@
 """Paper 004's tables: what the dynamics stage writes per checkpoint (``jacobian_spectra``'s
 ``step{step}.spectra.tsv``, ``schur_surgery``'s ``step{step}.schur.tsv``) and per model
 (``dynamics_regimes``' ``regimes.tsv``), and what the topology stage writes per checkpoint
-(``topology_statistics``' ``step{step}.coupling.tsv`` and ``step{step}.summary.tsv``).
+(``topology_statistics``' ``step{step}.coupling.tsv`` and ``step{step}.summary.tsv``), with the
+samples and units of the activations its graphs come from (the header of ``block_jacobians``'
+``step{step}.activations.npz``).
 
 Each reader selects columns and adds ``step`` to the per-checkpoint files; nothing is recomputed.
 The spectra and regime tables are cut to the columns the catalogue declares: the per-sample
@@ -11,6 +13,9 @@ baseline (the same on every layer row) is its own table, ``dynamics/baseline``, 
 checkpoint, for claims that compare with it; the spectra table repeats ``layer`` as ``depth``.
 """
 
+import zipfile
+
+import numpy as np
 import pandas as pd
 
 from crosslayer.claims.readers.base import Reader
@@ -20,6 +25,7 @@ _REGIMES = "results/dynamics/{model}/regimes.tsv"
 _SCHUR = "results/dynamics/{model}/step{step}.schur.tsv"
 _COUPLING = "results/topology/{model}/step{step}.coupling.tsv"
 _SUMMARY = "results/topology/{model}/step{step}.summary.tsv"
+_ACTIVATIONS = "results/dynamics/{model}/step{step}.activations.npz"
 #: Why the cumulative quantities are no sample of independent units: each start layer's product
 #: J_{l->L} contains the next one's.
 _NESTED = ("the composed Jacobian from start layer l contains the one from l + 1, so its start layers are nested, "
@@ -37,7 +43,8 @@ REGIMES_COLUMNS = ("step", "regime", "n_layers", "spectral_radius", "frac_expand
 SCHUR_COLUMNS = ("step", "mode", "construction", "draw", "alpha", "start_layer", "effective_rank", "log_frobenius")
 COUPLING_COLUMNS = ("step", "method", "layer", "variance_captured", "null_mean", "null_sd", "excess", "t",
                     "p_mesoscale", "top_singular", "n_communities", "cohens_d", "p_boundary", "n_tail", "significant",
-                    "q_boundary", "self_alignment", "disruption", "delta_top_singular", "delta_variance")
+                    "q_boundary", "self_alignment", "disruption", "delta_top_singular", "delta_variance", "n_samples",
+                    "n_units")
 SUMMARY_COLUMNS = ("step", "method", "n_layers", "n_significant", "frac_significant", "median_abs_d", "median_d",
                    "median_excess", "frac_mesoscale", "rho_alignment_d", "p_alignment_d", "rho_rate_top_singular",
                    "p_rate_top_singular", "rho_rate_variance", "p_rate_variance")
@@ -75,6 +82,38 @@ def _regimes(root, model, steps):
     return table[table["step"].isin(list(steps))].reset_index(drop=True)[list(REGIMES_COLUMNS)]
 
 
+def _samples_and_units(path):
+    """(samples, units) of the activations a checkpoint's correlation graphs come from, read from the
+    npz member's header alone (``acts``: samples x snapshots x units)."""
+    with zipfile.ZipFile(path) as archive, archive.open("acts.npy") as member:
+        major, _ = np.lib.format.read_magic(member)
+        read = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+        shape = read(member)[0]
+    return shape[0], shape[-1]
+
+
+def _coupling(root, model, steps):
+    """The per-layer topology statistics of every checkpoint, with the samples and units its graphs
+    were built from (``n_samples``, ``n_units``)."""
+    table = _per_step(_COUPLING, COUPLING_COLUMNS[:-2])(root, model, steps)
+    sizes = {step: _samples_and_units(root / _ACTIVATIONS.format(model=model, step=step)) for step in steps}
+    table["n_samples"] = table["step"].map(lambda step: sizes[step][0])
+    table["n_units"] = table["step"].map(lambda step: sizes[step][1])
+    return table[list(COUPLING_COLUMNS)]
+
+
+def _graph_power(rows):
+    """The correlation-graph stage's own warning (crosslayer.stats.graphs): fewer samples than units."""
+    if not {"n_samples", "n_units"} <= set(rows.columns):
+        return ""
+    few = rows[rows["n_samples"] < rows["n_units"]]
+    if few.empty:
+        return ""
+    n, d = int(few["n_samples"].min()), int(few["n_units"].max())
+    return (f"the topology stage's correlation graphs rest on {n} samples of {d} units (fewer samples than units, "
+            "as its log warns: correlations of rank < d, noisier communities and tests)")
+
+
 READERS = (
     Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
            nested=(("cumulative_effective_rank", _NESTED),)),
@@ -82,6 +121,6 @@ READERS = (
     Reader("dynamics/regimes", "dynamics", (_REGIMES,), _regimes),
     Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
            nested=(("effective_rank", _NESTED), ("log_frobenius", _NESTED))),
-    Reader("topology/coupling", "topology", (_COUPLING,), _per_step(_COUPLING, COUPLING_COLUMNS), units=("layer",)),
+    Reader("topology/coupling", "topology", (_COUPLING, _ACTIVATIONS), _coupling, units=("layer",), power=_graph_power),
     Reader("topology/summary", "topology", (_SUMMARY,), _per_step(_SUMMARY, SUMMARY_COLUMNS)),
 )
