@@ -67,14 +67,13 @@ claims), and ``lost``, which numbers the stored text lost and so stay out.
 """
 
 import functools
-import operator
 from dataclasses import replace
 from importlib import resources
 
 import yaml
 
-from crosslayer.claims.records import (DIRECTIONS, KINDS, SELECTORS, UNIT_NAMES, Catalogue, Claim, Groups, Indicator,
-                                      Lookup, Magnitude, Margin, PerModel, Published, TableSpec)
+from crosslayer.claims.records import (DIRECTIONS, KINDS, OPS, SELECTORS, UNIT_NAMES, Catalogue, Claim, Groups,
+                                      Indicator, Lookup, Magnitude, Margin, PerModel, Published, TableSpec)
 from crosslayer.stages import stage
 
 __all__ = [
@@ -104,7 +103,6 @@ _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "ta
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
 _OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models"}
 _PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
-_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 class CatalogueError(ValueError):
@@ -369,7 +367,7 @@ def _strength(entry, value, where):
         if magnitude.words and magnitude.words.lower() not in entry["quote"].lower():
             raise CatalogueError(f"{where}: magnitude.words {magnitude.words!r} are not in the quote")
         size = magnitude.value
-        if isinstance(size, float) and isinstance(value, float) and not _OPS[entry["direction"]](size, value):
+        if isinstance(size, float) and isinstance(value, float) and not OPS[entry["direction"]](size, value):
             raise CatalogueError(f"{where}: magnitude.value {size:g} is not on the paper's side "
                                  f"({entry['direction']} {value:g})")
     if absence:

@@ -20,13 +20,13 @@ are re-exported here, so that a stage needs one import.
 """
 
 import math
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from crosslayer.claims.catalogue import Claim, Lookup, load_catalogue
+from crosslayer.claims.records import OPS
 from crosslayer.claims.readers import READERS
 from crosslayer.claims.rows import (Decided, Missing, all_models, change, enough, models_in_scope, number,
                                     paper_size, pooled, require_table, resolve, values_at, unit_values, where_at)
@@ -46,7 +46,6 @@ DIRECTION_VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
 #: The magnitude part: our interval against the paper's size (:func:`strength`).
 MAGNITUDES = ("as strong", "stronger", "weaker", "undetermined", "no number given")
 
-_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 @dataclass(frozen=True)
@@ -287,11 +286,11 @@ def decide(low, high, direction, value):
     if math.isnan(low) or math.isnan(high):
         return "inconclusive"
     if direction in (">", ">="):
-        paper_side, other_side = _OPS[direction](low, value), not _OPS[direction](high, value)
+        paper_side, other_side = OPS[direction](low, value), not OPS[direction](high, value)
     elif direction in ("<", "<="):
-        paper_side, other_side = _OPS[direction](high, value), not _OPS[direction](low, value)
+        paper_side, other_side = OPS[direction](high, value), not OPS[direction](low, value)
     else:
-        raise ValueError(f"`direction` must be one of {list(_OPS)}, got {direction!r}")
+        raise ValueError(f"`direction` must be one of {list(OPS)}, got {direction!r}")
     return "holds" if paper_side else "contradicted" if other_side else "inconclusive"
 
 

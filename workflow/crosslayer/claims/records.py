@@ -1,10 +1,11 @@
 """The records a claims catalogue parses into (:mod:`crosslayer.claims.catalogue` reads the YAML):
 a :class:`Claim` and its parts, a :class:`Published` number, one paper's :class:`Catalogue`."""
 
+import operator
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "DIRECTIONS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups", "Magnitude",
-           "Margin", "Claim", "Published", "TableSpec", "Catalogue"]
+__all__ = ["KINDS", "DIRECTIONS", "OPS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups",
+           "Magnitude", "Margin", "Claim", "Published", "TableSpec", "Catalogue"]
 
 #: The comparison kinds and the statistics each computes.
 KINDS = {
@@ -16,6 +17,8 @@ KINDS = {
 #: The paper's side of its value; ``==`` is an absence ("at chance", "flat"), tested as equivalence
 #: within the claim's ``margin``.
 DIRECTIONS = (">", ">=", "<", "<=", "==")
+#: The one-sided directions as comparisons.
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 #: Selector words (besides literals and lookups) in ``at``, ``before`` and ``after``: the column's
 #: smallest or largest value for the model, or (for ``step``) the checkpoint that is its
 #: initialization (step 0 of a run the workflow trained, an untrained twin, or one the config marks).

@@ -5,18 +5,16 @@ lack: "not testable") and :class:`Decided` (a verdict the data reach before any 
 """
 
 import math
-import operator
 
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.records import SELECTORS, Lookup, PerModel
+from crosslayer.claims.records import OPS, SELECTORS, Lookup, PerModel
 
 __all__ = ["Missing", "Decided", "models_in_scope", "require_table", "values_at", "unit_values", "change", "resolve",
            "paper_size", "repo_of", "untrained_step", "number", "lookup", "pooled", "enough", "where_at",
            "where_text", "all_models"]
 
-_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 class Missing(Exception):
@@ -130,7 +128,7 @@ def _indicated(claim, data, model, values):
     if claim.indicator is None:
         return values.astype(float)
     limit = number(claim.indicator.value, data, model, claim)
-    return _OPS[claim.indicator.op](values, limit).astype(float).where(values.notna())
+    return OPS[claim.indicator.op](values, limit).astype(float).where(values.notna())
 
 
 def resolve(selector, column, data, model, claim):
