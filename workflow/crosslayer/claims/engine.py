@@ -146,12 +146,12 @@ def evaluate(claim, data, *, confidence=0.95, n_boot=2000, seed=0, subject=None)
     if not claim.testable:
         return Verdict(**blank, subject=subject or all_models(data), verdict="not testable",
                        direction="not testable", reason=f"beyond the workflow's tables: {claim.why}")
+    subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
     nested = _dependent_units(claim)
     if nested:
-        return Verdict(**blank, subject=subject or _all_models_or_group(claim, data), verdict="not testable",
+        return Verdict(**blank, subject=subject or all_models(data), verdict="not testable",
                        direction="not testable", reason=nested)
     rng = np.random.default_rng(seed)
-    subject = subject or (" vs ".join(claim.groups.names) if claim.groups else None)
     # equivalence is two one-sided tests at 1 - confidence each: the interval at 2 confidence - 1
     level = 2 * confidence - 1 if claim.direction == "==" else confidence
     try:
@@ -224,10 +224,6 @@ def _stage_power(claim, data, models):
         return ""
     table = data[claim.table]
     return reader.power(table[table["model"].isin(models)])
-
-
-def _all_models_or_group(claim, data):
-    return " vs ".join(claim.groups.names) if claim.groups else all_models(data)
 
 
 def beside_ours(number, data):

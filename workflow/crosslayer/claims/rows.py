@@ -16,7 +16,6 @@ __all__ = ["Missing", "Decided", "models_in_scope", "require_table", "values_at"
            "where_text", "all_models"]
 
 
-
 class Missing(Exception):
     """What the data lacks for a claim; becomes a "not testable" verdict with this message."""
 
@@ -107,7 +106,7 @@ def change(claim, data, model, *, pair=False):
         rows = values_at(claim, data, model, selection)
         resolved[key] = rows[claim.column].astype(float)
         resolved[f"{key}_at"] = {c: rows[c].iloc[0] for c, _ in selection}
-    at = ", ".join(f"{c} {v}" for c, v in resolved["before_at"].items())
+    at = where_at(resolved["before_at"].items())
     if resolved["before_at"] == resolved["after_at"]:
         raise Missing(f"{model}: before and after are the same rows ({at}); the change needs two conditions")
     before, after = resolved["before"].align(resolved["after"], join="inner")
@@ -158,25 +157,29 @@ def paper_size(claim, data, model):
     return number(value, data, model, claim)
 
 
-def repo_of(data, model):
-    """The model's hub repo (the models table's ``repo``), or None."""
+def _identity(data, model, column):
+    """The model's value of `column` in the models table (joined from the config by
+    :mod:`crosslayer.claims.subjects`), or None where it has none."""
     info = data.get("models")
-    repos = info.loc[info["model"] == model, "repo"].dropna() if info is not None and "repo" in info else ()
-    return repos.iloc[0] if len(repos) else None
+    found = info.loc[info["model"] == model, column].dropna() if info is not None and column in info else ()
+    return found.iloc[0] if len(found) else None
+
+
+def repo_of(data, model):
+    """The model's hub repo, or None."""
+    return _identity(data, model, "repo")
 
 
 def untrained_step(data, model):
     """The model's step that is its initialization: step 0 of a run the workflow trained, its
     untrained twin (``init``), or the step its config marks (``untrained_step``); a step 0 of a
     user's checkpoints is not assumed to be one."""
-    info = data.get("models")
-    found = info.loc[info["model"] == model, "untrained_step"].dropna() if info is not None and \
-        "untrained_step" in info else pd.Series(dtype=float)
-    if found.empty:
+    found = _identity(data, model, "untrained_step")
+    if found is None:
         raise Missing(f"{model}: no checkpoint is known to be untrained (the workflow neither trained it from "
                        f"step 0 nor built its untrained twin, and models.{model}.untrained_step is not set): "
                        "claims about initialization need one")
-    return int(found.iloc[0])
+    return int(found)
 
 
 def number(value, data, model, claim):

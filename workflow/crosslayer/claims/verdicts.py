@@ -9,6 +9,7 @@ paper that opens the report.
 import pandas as pd
 
 from crosslayer.claims.engine import VERDICTS, beside_ours, evaluate
+from crosslayer.claims.rows import repo_of
 
 __all__ = ["ALL_MODELS", "verdict_table", "published_table", "readings"]
 
@@ -63,9 +64,9 @@ def _beyond_scope(claim, data):
     grid, the ablations) are the paper's experiments."""
     if not claim.stated_for or claim.table not in data or "repo" not in data.get("models", {}):
         return ""
-    info = data["models"].set_index("model")
-    models = [m for m in pd.unique(data[claim.table]["model"]) if m in info.index]
-    others = [m for m in models if info.at[m, "repo"] not in claim.stated_for]
+    known = set(data["models"]["model"])
+    models = [m for m in pd.unique(data[claim.table]["model"]) if m in known]
+    others = [m for m in models if repo_of(data, m) not in claim.stated_for]
     if not others:
         return ""
     named = ", ".join(r.split("/")[-1] for r in claim.stated_for)
