@@ -15,9 +15,14 @@ STATEMENTS = {
     # "exponential growth that emerges with training": ED falls
     "002-exponential-growth-emerges": ("change", "<", None),
     "002-coupling-performance": ("trend", ">", None),  # "a positive correlation between coupling and ... scores"
-    "002-coupling-beats-size": None,
+    "002-coupling-beats-size": ("trend", ">", None),  # "more strongly correlated ... than parameter budget"
     # coupling's growth "parallels the ... increase in accuracy": loss falls
     "002-parallels-accuracy": ("trend", "<", None),
     "002-noise-recovers": ("change", ">", None),  # "significantly lower at the first layer": the last layer's is higher
     "002-vit-stochastic-depth": None,
+    "002-coupling-beats-depth": ("trend", ">", None),  # "more strongly correlated ... than ... model depth"
+    "002-coupling-beats-width": ("trend", ">", None),  # "... than ... token embedding dimension"
+    "002-fixed-input-emerges": ("change", ">", None),  # "Untrained models ... show no such coupling"
+    "002-fixed-output-emerges": ("change", ">", None),  # "At initialization ... no such coupling across tokens"
+    "002-sv-scaling-untrained": ("trend", ">", None),  # inverse depth scaling "more present in untrained"
 }

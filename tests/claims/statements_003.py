@@ -27,4 +27,16 @@ STATEMENTS = {
     # "Ablating MLP activation drops Gate continuity": no activation below SiLU
     "003-ablation-gate-drops": ("change", "<", None),
     "003-ablation-failure": None,
+    "003-q-input-space": ("change", ">", None),  # Q "develop[s] input-space" continuity
+    "003-up-input-space": ("change", ">", None),  # Up likewise
+    "003-o-output-space": ("change", ">", None),  # O "develop[s] output-space" continuity
+    "003-toy-nores-weights-far-below": ("change", ">", "far below"),  # without residual: "far below"
+    "003-toy-full-transfer": ("threshold", "==", None),  # weight = the cumulative gradient's direction: Delta ~ 0
+    "003-toy-drift-erases": ("change", ">", None),  # "drift erases it before reaching the weight"
+    "003-toy-radial-like-none": ("change", "==", None),  # Res+None and Res+Radial agree
+    "003-toy-gradient-precedes": ("change", ">", None),  # "gradient continuity precedes weight continuity"
+    "003-toy-init-scale": ("change", ">", None),  # "shrinking the initialization ... recovers"
+    "003-toy-tanh-lower": ("change", ">", None),  # Tanh "yielding lower continuity"
+    "003-toy-activation-concentrates": ("change", ">", None),  # "Activation concentrates continuity"
+    "003-toy-ln-breaks-symmetry": ("change", ">", None),  # "LayerNorm also breaks rotational symmetry"
 }

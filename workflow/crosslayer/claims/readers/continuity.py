@@ -35,7 +35,7 @@ STEPS_COLUMNS = ("step", "projection", "n_out", "n_in", "u1", "v1", "u2", "v2", 
                  "wa_v", "erank", "evr_u", "evr_v", "evr_baseline_u", "evr_baseline_v")
 #: Columns of ``toy/epochs``: each seed's epoch table, selected.
 TOY_COLUMNS = ("run", "seed", "epoch", "accuracy", "dW_rel", "W.v1", "W.u1", "W.v2", "W.u2", "W.wa_v", "W.wa_u",
-               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "delta_v")
+               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "Gcum.u1", "Gcum.wa_v", "delta_v")
 #: Columns of ``ablations/runs``.
 RUN_COLUMNS = ("run", "activation", "residual", "norm", "steps", "diverged_step", "perplexity", "eval_loss")
 
@@ -111,6 +111,22 @@ def _toy(root, model, steps):
     return long.reindex(columns=list(TOY_COLUMNS))
 
 
+#: The stacks of ``toy/stacks``: the weights, the first mini-batch's gradient of each epoch, and the
+#: cumulative gradient, each with the metrics every one of them has.
+STACKS = ("W", "G", "Gcum")
+STACK_METRICS = ("v1", "u1", "wa_v")
+
+
+def _toy_stacks(root, model, steps):
+    """``toy/epochs`` with one row per stack (``stack``: W, G or Gcum) instead of a column per
+    stack and metric, so that a claim compares two stacks in one column (gradient before weights)."""
+    wide = _toy(root, model, steps)
+    keys = ["run", "seed", "epoch"]
+    frames = [wide[keys + [f"{stack}.{m}" for m in STACK_METRICS]].set_axis(keys + list(STACK_METRICS), axis=1)
+              .assign(stack=stack) for stack in STACKS]
+    return pd.concat(frames, ignore_index=True)[[*keys, "stack", *STACK_METRICS]]
+
+
 def _ablation_runs(root, model, steps):
     """The transformer ablations' runs: switches, steps, divergence and perplexity."""
     return pd.read_csv(root / _ABLATIONS, sep="\t")[list(RUN_COLUMNS)]
@@ -132,6 +148,7 @@ READERS = (
     Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",)),
     Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",)),
     Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy, units=("seed",)),
+    Reader("toy/stacks", "toy", (_TOY_FINAL,), _toy_stacks, units=("seed",)),
     Reader("ablations/runs", "transformer_ablations", (_ABLATIONS,), _ablation_runs),
     Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",)),
 )

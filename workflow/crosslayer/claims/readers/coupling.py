@@ -10,6 +10,8 @@ configured ``coupling.metric`` and ``coupling.final_norm`` convention, the npz e
 K) and select (the trivial diagonals out, one model's row of models.tsv).
 """
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -107,6 +109,40 @@ def _tokenwise_self(root, model, steps):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
+#: The token-wise contexts with one token held fixed: the npz's array and the axes of its varying pair.
+FIXED = ("fixed_input", "fixed_output")
+
+
+def _tokenwise_fixed(root, model, steps):
+    """Token-wise coupling with one token held fixed (the npz's ``tw_fixed_input`` ``[t1, t2, t2']``:
+    input token t1 fixed, ``J^l_{t1 t2}`` on the singular vectors of ``J^l'_{t1 t2'}``; and
+    ``tw_fixed_output`` ``[t2, t1, t1']``): per step, metric, K, layer pair, prompt, context and
+    fixed token, the mean coupling over the pairs of the other token that differ and exist (a pair
+    with itself is the depth-wise coupling of one token; the claims average a prompt's rows anyway,
+    and the full table would be T times larger). Coupling = - the npz's value."""
+    frames = []
+    for step in steps:
+        with open_npz(root / _NPZ.format(model=model, step=step)) as z:
+            if "layer_pairs" not in z.files or "tw_fixed_input" not in z.files:
+                continue
+            pairs = z["layer_pairs"].reshape(-1, 2)
+            arrays = {name: z[f"tw_{name}"].astype(np.float64) for name in FIXED}
+            metrics, Ks, prompt_ids = z["metrics"].astype(str), z["Ks"].astype(int), z["prompt_ids"].astype(str)
+        for context, values in arrays.items():  # (n_pairs, P_tw, n_metrics, n_K, T, T, T)
+            T = values.shape[-1]
+            values = np.where(np.eye(T, dtype=bool), np.nan, values)  # the other token paired with itself out
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a fixed token with no pair: NaN, dropped
+                means = np.nanmean(values, axis=(-2, -1))  # (n_pairs, P_tw, n_metrics, n_K, T)
+            q, p, m, k, f = np.indices(means.shape).reshape(means.ndim, -1)
+            frames.append(pd.DataFrame({
+                "step": step, "metric": metrics[m], "K": Ks[k], "layer": pairs[q, 0], "other": pairs[q, 1],
+                "same_layer": pairs[q, 0] == pairs[q, 1], "prompt": prompt_ids[p], "context": context,
+                "fixed": f, "coupling": -means.reshape(-1)}).dropna(subset=["coupling"]))
+    columns = ["step", "metric", "K", "layer", "other", "same_layer", "prompt", "context", "fixed", "coupling"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
 def _across_models(root, model, steps):
     """The model's row of models.tsv (its last checkpoint), one row per K. ``score`` only where the
     run has scores (``coupling.scores`` or the benchmarks stage): without them the column is left out, so that a claim on it
@@ -116,6 +152,40 @@ def _across_models(root, model, steps):
     keys = ["step", "n_params", "n_layers", "d_model", "training_tokens", "score"]
     long = _per_k(row, ["model", *keys]).drop(columns="model")
     return long.drop(columns="score") if long["score"].isna().all() else long
+
+
+#: The model sizes the paper compares coupling with as predictors of the score (Figure 35), as
+#: fits.tsv takes them: parameters on a log10 scale, depth, width.
+SIZES = {"log10_params": lambda row: np.log10(row["n_params"]), "n_layers": lambda row: row["n_layers"],
+         "d_model": lambda row: row["d_model"]}
+
+
+def _predictors(root, model, steps):
+    """The model's row of models.tsv with each predictor of its score as a row (``predictor``,
+    ``x``): its coupling at each K, and its size (:data:`SIZES`, repeated at each K so that a claim
+    selects K once). Without scores the table is empty: a claim on it names the missing column."""
+    row = _across_models(root, model, steps)
+    if "score" not in row:
+        return pd.DataFrame(columns=["step", "K", "predictor", "x"])
+    frames = [row.assign(predictor="coupling", x=row["coupling"])]
+    frames += [row.assign(predictor=name, x=float(size(row.iloc[0]))) for name, size in SIZES.items()]
+    return pd.concat(frames, ignore_index=True)[["step", "K", "predictor", "x", "score"]]
+
+
+def _singular_values(root, model, steps):
+    """Per checkpoint, prompt and block, the top singular value of the block's residual Jacobian
+    (the npz's ``singular_values[prompt, layer, 0]``, the plain and CoT prompts alike), with ``depth``
+    (the layer again, as a trend's ``x``)."""
+    frames = []
+    for step in steps:
+        with open_npz(root / _NPZ.format(model=model, step=step)) as z:
+            top = z["singular_values"][..., 0].astype(np.float64)  # (P, L)
+            prompts = z["prompt_ids"].astype(str)
+        p, layer = np.indices(top.shape).reshape(2, -1)
+        frames.append(pd.DataFrame({"step": step, "prompt": prompts[p], "layer": layer, "depth": layer,
+                                    "sigma_1": top.reshape(-1)}))
+    columns = ["step", "prompt", "layer", "depth", "sigma_1"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
 def _over_training(root, model, steps):
@@ -142,7 +212,11 @@ READERS = (
     Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise, units=("layers",)),
     # a prompt's token pairs (`cell`) are not independent of each other: the prompt is the unit
     Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self, units=("prompt",)),
+    # a prompt's fixed tokens are not independent of each other either
+    Reader("coupling/tokenwise_fixed", "coupling", (_NPZ,), _tokenwise_fixed, units=("prompt",)),
     Reader("coupling/across_models", "coupling", (_MODELS,), _across_models, units=("model",)),
+    Reader("coupling/predictors", "coupling", (_MODELS,), _predictors, units=("model",)),
+    Reader("coupling/singular_values", "coupling", (_NPZ,), _singular_values, units=("layer",)),
     Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
            also=("evaluation",), units=("step",)),
     Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts, units=("prompt",)),

@@ -41,7 +41,7 @@ REGIMES_COLUMNS = ("step", "regime", "n_layers", "spectral_radius", "frac_expand
                    "self_alignment", "residual_norm_ratio", "cumulative_effective_rank", "min_self_alignment_layer",
                    "min_self_alignment")
 SCHUR_COLUMNS = ("step", "mode", "construction", "draw", "alpha", "start_layer", "effective_rank", "log_frobenius")
-COUPLING_COLUMNS = ("step", "method", "layer", "variance_captured", "null_mean", "null_sd", "excess", "t",
+COUPLING_COLUMNS = ("step", "method", "layer", "depth", "variance_captured", "null_mean", "null_sd", "excess", "t",
                     "p_mesoscale", "top_singular", "n_communities", "cohens_d", "p_boundary", "n_tail", "significant",
                     "q_boundary", "self_alignment", "disruption", "delta_top_singular", "delta_variance", "n_samples",
                     "n_units")
@@ -93,9 +93,11 @@ def _samples_and_units(path):
 
 
 def _coupling(root, model, steps):
-    """The per-layer topology statistics of every checkpoint, with the samples and units its graphs
-    were built from (``n_samples``, ``n_units``)."""
-    table = _per_step(_COUPLING, COUPLING_COLUMNS[:-2])(root, model, steps)
+    """The per-layer topology statistics of every checkpoint, with ``depth`` (the snapshot index
+    again, as in the spectra table) and the samples and units its graphs were built from
+    (``n_samples``, ``n_units``)."""
+    table = _per_step(_COUPLING, [c for c in COUPLING_COLUMNS[:-2] if c != "depth"])(root, model, steps)
+    table["depth"] = table["layer"]  # the snapshot index again, as a trend's x
     sizes = {step: _samples_and_units(root / _ACTIVATIONS.format(model=model, step=step)) for step in steps}
     table["n_samples"] = table["step"].map(lambda step: sizes[step][0])
     table["n_units"] = table["step"].map(lambda step: sizes[step][1])
