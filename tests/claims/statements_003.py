@@ -27,6 +27,7 @@ STATEMENTS = {
     # "Ablating MLP activation drops Gate continuity": no activation below SiLU
     "003-ablation-gate-drops": ("change", "<", None),
     "003-ablation-failure": None,
+    "003-continuity-above-chance": ("threshold", ">", None),  # "principal singular vectors ... point in similar directions"
     "003-q-input-space": ("change", ">", None),  # Q "develop[s] input-space" continuity
     "003-up-input-space": ("change", ">", None),  # Up likewise
     "003-o-output-space": ("change", ">", None),  # O "develop[s] output-space" continuity

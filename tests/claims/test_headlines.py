@@ -42,12 +42,13 @@ def test_the_map_is_the_papers_own_words(paper):
     text = texts[0].read_text(encoding="utf-8")
     for section in load_headlines(paper):
         mapped = " ".join(s.text for s in section.sentences)
-        assert mapped == section_text(text, section.start, section.end), (paper, section.name)
+        assert mapped == section_text(text, section.start, section.end, section.include_start), (paper, section.name)
 
 
 def test_section_text_cuts_between_its_lines_without_margin_numbers():
     text = "Title\nAbstract\n\n028\nOne sentence.  Two\n  sentences.\n1 Introduction\nMore."
-    assert section_text(text, "Abstract", "1 Introduction") == "One sentence. Two sentences."
+    assert section_text(text, "Abstract", "1 Intro") == "One sentence. Two sentences."
+    assert section_text(text, "One sentence.", "1 Intro", include_start=True) == "One sentence. Two sentences."
 
 
 @pytest.mark.parametrize(("sentence", "message"), [

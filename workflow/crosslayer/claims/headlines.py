@@ -36,13 +36,16 @@ class Sentence:
 
 @dataclass(frozen=True)
 class Section:
-    """One mapped section: its name (:data:`SECTIONS`), the lines bounding it in the paper's text,
-    and its sentences in order."""
+    """One mapped section: its name (:data:`SECTIONS`), the lines bounding it in the paper's text (the
+    first line starting with `start`, a heading, and the next starting with `end`; `include_start`:
+    the `start` line is the section's first paragraph, for a list without a heading), and its
+    sentences in order."""
 
     name: str
     start: str
     end: str
     sentences: tuple[Sentence, ...]
+    include_start: bool = False
 
 
 def _sentence(entry, where):
@@ -81,18 +84,21 @@ def parse_headlines(document, paper):
         unknown = sorted({c for s in sentences for c in s.claims} - known)
         if unknown:
             raise CatalogueError(f"{where}: no claims {unknown} in paper {paper}'s catalogue")
-        sections.append(Section(part["name"], part["start"], part["end"], sentences))
+        sections.append(Section(part["name"], part["start"], part["end"], sentences,
+                                bool(part.get("include_start", False))))
     return tuple(sorted(sections, key=lambda s: SECTIONS.index(s.name)))
 
 
-def section_text(text, start, end):
-    """The paragraphs of a paper's stored text strictly between the line `start` and the next line
-    `end`, joined by single spaces (blank lines and margin line numbers, lines of digits only, left
-    out; whitespace runs collapsed)."""
+def section_text(text, start, end, include_start=False):
+    """The paragraphs of a paper's stored text from the first line starting with `start` (left out
+    unless `include_start`) to the next line starting with `end` (left out), joined by single
+    spaces: blank lines and margin line numbers (lines of digits only) left out, whitespace runs
+    collapsed."""
     lines = text.splitlines()
-    first = lines.index(start)
-    last = lines.index(end, first + 1)
-    kept = [line for line in lines[first + 1 : last] if line.strip() and not re.fullmatch(r"[\d\s]+", line)]
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    last = next(i for i, line in enumerate(lines) if i > first and line.startswith(end))
+    kept = [line for line in lines[first + (0 if include_start else 1) : last]
+            if line.strip() and not re.fullmatch(r"[\d\s]+", line)]
     return " ".join(" ".join(kept).split())
 
 
@@ -101,7 +107,7 @@ def markdown(paper):
     it is not a claim."""
     out = []
     for section in load_headlines(paper):
-        out += [f"**{section.name.capitalize()}** ({section.start})", "", "| sentence | tested by |", "|---|---|"]
+        out += [f"**{section.name.capitalize()}**", "", "| sentence | tested by |", "|---|---|"]
         for s in section.sentences:
             tested = ", ".join(f"`{c}`" for c in s.claims) + (f" ({s.note})" if s.note else "") if s.claims else (
                 f"not a claim: {s.why}")
