@@ -67,7 +67,7 @@ def test_the_catalogue_is_package_data():
     globs = pyproject["tool"]["setuptools"]["package-data"]["crosslayer.claims"]
     folder = Path(__file__).parents[2] / "workflow/crosslayer/claims"
     assert {p.relative_to(folder) for g in globs for p in folder.glob(g)} == {
-        Path("catalogue") / f"{paper}.yaml" for paper in CATALOGUES}
+        Path(kind) / f"{paper}.yaml" for paper in CATALOGUES for kind in ("catalogue", "headlines")}
 
 
 def test_paper_000s_tables_are_those_the_alignment_stage_writes():
@@ -184,7 +184,7 @@ def test_file_level_errors():
 
 def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     """Tables on which ``claim``'s statistic lies clearly on the paper's side of its value
-    (``side=+1``) or on the other side (``side=-1``), built from the claim's own fields so that every
+    (``side=+1``), on the other side (``side=-1``) or at the value itself (``side=0``: no effect), built from the claim's own fields so that every
     catalogue entry gets its tables: its models (two groups for a contrast; each one of the paper's
     models where the claim names them, so that the paper's steps and sizes apply), the lookups it
     reads, rows at each selection it names (two rows per unit where its units average finer rows),
@@ -260,7 +260,8 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
                  else rng.normal(size=n_units))
             if claim.before:  # a change of the trend: none before and a rising one after, or the reverse
                 rising, flat = x + rng.normal(scale=2, size=n_units), rng.normal(size=n_units)
-                first, then = (flat, rising) if direction > 0 else (rising, flat)
+                first, then = ((flat, rising) if direction > 0 else (rising, flat) if direction < 0
+                               else (flat, rng.normal(size=n_units)))
                 rows.append(pd.DataFrame({**base, **selections["before"], claim.x: x, claim.column: first}))
                 rows.append(pd.DataFrame({**base, **selections["after"], claim.x: x, claim.column: then}))
             else:
@@ -276,7 +277,7 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
             elif size is not None:
                 start, end = (0.0, size) if size > 0 else (-size, 0.0)
             else:
-                start, end = (0.25, 1.0) if direction > 0 else (0.75, 0.0)
+                start, end = (0.25, 1.0) if direction > 0 else (0.75, 0.0) if direction < 0 else (0.5, 0.5)
             rows.append(pd.DataFrame({**base, **selections["before"], claim.column: values(start)}))
             rows.append(pd.DataFrame({**base, **selections["after"], claim.column: values(end)}))
         else:  # values at one selection: a threshold's mean, or a contrast's groups either side
@@ -309,6 +310,17 @@ def test_the_engine_applies_the_papers_direction(claim):
     for side, expected in ((1, "holds"), (-1, "contradicted")):
         verdict = evaluate(claim, planted(claim, side, n_units=units), n_boot=500)
         assert verdict.verdict == expected, f"{claim.id} ({claim.section}: {claim.quote!r}): {verdict.reason}"
+
+
+DIRECTED = [c for c in TESTABLE if c.direction != "==" and not nested(c)]
+
+
+@pytest.mark.parametrize("claim", DIRECTED, ids=[c.id for c in DIRECTED])
+def test_no_effect_never_holds(claim):
+    """The statistic planted at the claim's own value (no change, no correlation, groups alike): the
+    interval straddles it, so the verdict is never "holds"."""
+    verdict = evaluate(claim, planted(claim, 0), n_boot=500)
+    assert verdict.verdict != "holds", f"{claim.id}: {verdict.reason}"
 
 
 SIZED = [c for c in TESTABLE if c.magnitude and not nested(c)]

@@ -12,6 +12,8 @@ from scipy import stats
 
 from crosslayer.claims.catalogue import parse_catalogue
 from crosslayer.claims.engine import VERDICTS, correlation, decide, evaluate, expanded_level, permutation_p
+from crosslayer.claims.catalogue import load_catalogue
+from crosslayer.claims.resampling import change_permutation_p
 
 TABLES = {
     "t/units": {"source": "synthetic", "columns": ["model", "step", "unit", "y", "x", "space"]},
@@ -581,3 +583,35 @@ def test_a_column_that_is_a_fraction_already_is_not_read_as_0_1_units():
                           "margin": {"value": 0.02, "cite": "about"}})
     verdict = evaluate(claim, {"t/units": units_table("m", 0, np.ones(6))})
     assert (verdict.low, verdict.high, verdict.verdict) == (1.0, 1.0, "holds")
+
+
+def test_the_change_permutation_p_value_is_scipys_exact_paired_test():
+    rng = np.random.default_rng(5)
+    x, before, after = np.arange(7.0), rng.normal(size=7), rng.normal(size=7) + 0.3 * np.arange(7)
+    xs, ys = np.concatenate([x, x]), np.concatenate([before, after])
+
+    def change(a, b):  # the units' indices into (xs, ys): b after, a before (swapped per unit by scipy)
+        return stats.spearmanr(xs[b], ys[b]).statistic - stats.spearmanr(xs[a], ys[a]).statistic
+
+    for side, alternative in ((1, "greater"), (-1, "less")):
+        reference = stats.permutation_test((np.arange(7), np.arange(7) + 7), change, permutation_type="samples",
+                                           alternative=alternative, n_resamples=np.inf, vectorized=False).pvalue
+        assert change_permutation_p((x, before), (x, after), side=side) == pytest.approx(reference)
+
+
+def test_a_trend_change_over_few_units_needs_its_permutation_test_too():
+    """Six layers with no change between the checkpoints: the paired bootstrap alone decided 6 of
+    these 60 (its interval touches the value); with the swap permutation none is decided at 5%."""
+    claim = load_catalogue("004").claim("004-symmetry-gradient")
+    decided = 0
+    for seed in range(60):
+        rng = np.random.default_rng(seed)
+        rows = [pd.DataFrame({"model": "m", "step": step, "layer": range(6), "depth": range(6),
+                              "self_alignment": rng.normal(size=6)}) for step in (0, 10)]
+        data = {claim.table: pd.concat(rows, ignore_index=True),
+                "models": pd.DataFrame({"model": ["m"], "untrained_step": [0]})}
+        verdict = evaluate(claim, data, n_boot=300)
+        decided += verdict.verdict != "inconclusive"
+        if verdict.verdict == "inconclusive" and "swapped per unit" in verdict.reason:
+            assert "permutation p" in verdict.reason
+    assert decided <= 2, decided

@@ -195,10 +195,18 @@ def test_every_table_of_paper_003_has_a_reader_of_its_declared_columns(tmp_path)
     _toy_run(tmp_path, {"res_relu": RUNS["res_relu"]}, seeds=[0], epochs=1)
     _ablations(tmp_path)
     models = {"continuity/boundaries": {"m": [0, 5]}, "continuity/steps": {"m": [0, 5]}, "toy/epochs": {"toy": []},
-              "ablations/runs": {"transformer_ablations": []}, "ablations/boundaries": {"transformer_ablations": []}}
+              "toy/stacks": {"toy": []}, "ablations/runs": {"transformer_ablations": []},
+              "ablations/boundaries": {"transformer_ablations": []}}
     assert set(models) == set(DECLARED) - {"models"}
     assert all((tmp_path / f).exists() for f in files_of(models))
     tables = read_tables(tmp_path, models)
     for name, frame in tables.items():
         assert list(frame.columns) == list(DECLARED[name].columns), name
     assert set(tables["toy/epochs"].model) == {"toy"}
+    # the stacks are the epochs' W., G. and Gcum. columns, one row per stack
+    epochs, stacks = tables["toy/epochs"], tables["toy/stacks"].set_index(["run", "seed", "epoch", "stack"])
+    assert len(stacks) == 3 * len(epochs)
+    for stack in ("W", "G", "Gcum"):
+        for metric in ("v1", "u1", "wa_v"):
+            mine = stacks.xs(stack, level="stack")[metric].to_numpy()
+            np.testing.assert_array_equal(mine, epochs[f"{stack}.{metric}"].to_numpy())

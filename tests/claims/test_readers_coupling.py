@@ -150,6 +150,48 @@ def test_tokenwise_self_is_the_npz_in_long_form(run):
     pd.testing.assert_series_equal(means.sort_index(), source.sort_index(), check_names=False, rtol=1e-6)
 
 
+def test_tokenwise_fixed_is_each_fixed_tokens_mean_over_the_other_tokens_pairs(run):
+    root, _ = run
+    frame = read(root, "coupling/tokenwise_fixed")
+    T = SETTINGS.token_wise_tokens
+    assert set(frame.context) == {"fixed_input", "fixed_output"} and not frame.coupling.isna().any()
+    assert not frame.duplicated(["step", "metric", "K", "layer", "other", "prompt", "context", "fixed"]).any()
+    for step in STEPS:
+        data = load_checkpoint(root / f"results/coupling/{MODEL}/step{step}.coupling.npz")
+        for row in frame[frame.step == step].sample(30, random_state=1).itertuples():
+            q = [tuple(p) for p in data["layer_pairs"]].index((row.layer, row.other))
+            block = data[f"tw_{row.context}"][q, data["prompt_ids"].index(row.prompt), data["metrics"].index(row.metric),
+                                              list(data["Ks"]).index(row.K), row.fixed]  # (T, T) over the other token
+            pairs = [block[a, b] for a in range(T) for b in range(T) if a != b and not np.isnan(block[a, b])]
+            assert row.coupling == pytest.approx(-np.mean(np.asarray(pairs, dtype=np.float64)), rel=1e-12)
+    # a fixed input token t1 pairs output tokens t2, t2' >= t1: the last input token has no pair of two
+    assert set(frame[frame.context == "fixed_input"].fixed) == set(range(T - 1))
+    assert set(frame[frame.context == "fixed_output"].fixed) == set(range(1, T))
+
+
+def test_singular_values_are_each_blocks_top_value(run):
+    root, _ = run
+    frame = read(root, "coupling/singular_values")
+    for step in STEPS:
+        data = load_checkpoint(root / f"results/coupling/{MODEL}/step{step}.coupling.npz")
+        mine = frame[frame.step == step].pivot(index="prompt", columns="layer", values="sigma_1")
+        expected = pd.DataFrame(data["singular_values"][..., 0], index=data["prompt_ids"]).sort_index()
+        np.testing.assert_allclose(mine.sort_index().to_numpy(), expected.to_numpy(), rtol=1e-6)
+    assert (frame.depth == frame.layer).all()
+
+
+def test_predictors_put_coupling_and_each_size_beside_the_score(run):
+    root, bare = run
+    source = pd.read_csv(root / "results/coupling/models.tsv", sep="\t").iloc[0]
+    frame = read(root, "coupling/predictors").set_index(["predictor", "K"])
+    assert (frame.score == 42.5).all() and set(frame.index.get_level_values("K")) == {2, 4}
+    assert frame.loc[("coupling", 4), "x"] == source.coupling_K4
+    assert frame.loc[("log10_params", 2), "x"] == pytest.approx(np.log10(source.n_params))
+    assert frame.loc[("n_layers", 4), "x"] == source.n_layers and frame.loc[("d_model", 4), "x"] == source.d_model
+    # without scores the rows are there and the score is not: a claim names the missing column
+    assert "score" not in read(bare, "coupling/predictors").columns
+
+
 def test_noise_prompts_are_each_checkpoints_table_with_its_step(run):
     root, _ = run
     frame = read(root, "embedding_noise/prompts")
@@ -191,7 +233,10 @@ def test_the_claims_are_computed_on_the_stages_files(run):
                       "002-parallels-accuracy",
                       "002-depth-locality",  # three layers: three unordered pairs, six needed
                       "002-token-self-emerges",  # two token-wise prompts, three needed
-                      "002-coupling-performance"}  # one model
+                      "002-fixed-input-emerges", "002-fixed-output-emerges",  # as token-self
+                      "002-sv-scaling-untrained",  # three blocks, four needed
+                      "002-coupling-performance", "002-coupling-beats-size",  # one model
+                      "002-coupling-beats-depth", "002-coupling-beats-width"}
         assert (verdict.verdict == "not testable") == (not claim.testable or claim.id in needs_more), verdict
     performance = CATALOGUE.claim("002-coupling-performance")
     without = read_tables(bare, {"coupling/across_models": {MODEL: STEPS}})

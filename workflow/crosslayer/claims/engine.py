@@ -30,9 +30,9 @@ from crosslayer.claims.records import OPS
 from crosslayer.claims.readers import READERS
 from crosslayer.claims.rows import (Decided, Missing, all_models, change, enough, models_in_scope, number,
                                     paper_size, pooled, require_table, resolve, values_at, unit_values, where_at)
-from crosslayer.claims.resampling import (correlation, correlation_interval, difference_interval,
-                                          difference_of_means_interval, expanded_level, mean_interval, permutation_p,
-                                          correlation_change_interval, ratio_interval, unseen_rate)
+from crosslayer.claims.resampling import (change_permutation_p, correlation, correlation_change_interval,
+                                          correlation_interval, difference_interval, difference_of_means_interval,
+                                          expanded_level, mean_interval, permutation_p, ratio_interval, unseen_rate)
 
 __all__ = ["VERDICTS", "DIRECTION_VERDICTS", "MAGNITUDES", "Verdict", "evaluate", "beside_ours", "decide",
            "decide_equivalence", "strength", "correlation", "permutation_p", "expanded_level", "Claim",
@@ -435,4 +435,12 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     low, high, dropped = correlation_change_interval(xb, yb, xa, ya, claim.statistic, confidence, n_boot, rng)
     if dropped:
         detail += f" ({dropped} of {n_boot} resamples with a constant column left out)"
-    return after - before, low, high, len(both), claim.value, detail, None
+    gate = None
+    if claim.value == 0 and claim.direction != "==" and decide(low, high, claim.direction, 0.0) != "inconclusive":
+        # as for a trend: few units resampled can exclude no change by chance alone
+        p = change_permutation_p((xb, yb), (xa, ya), method=claim.statistic, side=1 if low > 0 else -1,
+                                 n_perm=n_boot, rng=rng)
+        if p > (1 - confidence) / 2:
+            gate = (f"permutation p = {p:.2g} (before and after swapped per unit) over {len(both)} "
+                    f"{claim.unit_name}, above {(1 - confidence) / 2:.3g}")
+    return after - before, low, high, len(both), claim.value, detail, gate

@@ -20,7 +20,7 @@ from scipy import stats
 __all__ = ["expanded_level", "mean_interval", "difference_interval", "proportion_interval", "unseen_rate",
            "difference_of_means_interval", "ratio_interval",
            "correlation_change_interval",
-           "correlation", "correlation_interval", "permutation_p"]
+           "correlation", "correlation_interval", "permutation_p", "change_permutation_p"]
 
 
 def expanded_level(confidence, n):
@@ -116,6 +116,31 @@ def permutation_p(x, y, *, method="spearman", side=1, n_perm=2000, rng=None):
     null = side * correlation(np.broadcast_to(x, orders.shape), orders, method=method)
     return float((1 + np.sum(null >= observed - 1e-12)) / (1 + n_perm))
 
+
+def change_permutation_p(before, after, *, method="spearman", side=1, n_perm=2000, rng=None):
+    """One-sided permutation p-value of ``correlation(after) - correlation(before)`` (each an
+    ``(x, y)`` pair of arrays over the same units) under no change: each unit's before and after
+    swapped or not, exact over every swap pattern up to 12 units, else ``n_perm`` random ones.
+
+    Examples
+    --------
+    >>> x = [1, 2, 3, 4]
+    >>> round(change_permutation_p((x, [4, 3, 2, 1]), (x, [1, 2, 3, 4])), 4)  # 1 pattern in 2**4
+    0.0625
+    """
+    xb, yb, xa, ya = (np.asarray(a, dtype=float) for a in (*before, *after))
+    n = len(xb)
+    if n <= 12:
+        swaps = np.array(list(itertools.product((False, True), repeat=n)))
+    else:
+        rng = rng if rng is not None else np.random.default_rng(0)
+        swaps = rng.random((n_perm, n)) < 0.5
+    pick = lambda a, b: np.where(swaps, b, a)  # noqa: E731 - after's values where swapped
+    null = side * (correlation(pick(xa, xb), pick(ya, yb), method=method)
+                   - correlation(pick(xb, xa), pick(yb, ya), method=method))
+    observed = side * (correlation(xa, ya, method=method) - correlation(xb, yb, method=method))
+    count = np.sum(null >= observed - 1e-12)
+    return float(count / len(swaps)) if n <= 12 else float((1 + count) / (1 + n_perm))
 
 
 def mean_interval(values, confidence, n_boot, rng, *, fraction=False):

@@ -163,13 +163,12 @@ SIZES = {"log10_params": lambda row: np.log10(row["n_params"]), "n_layers": lamb
 def _predictors(root, model, steps):
     """The model's row of models.tsv with each predictor of its score as a row (``predictor``,
     ``x``): its coupling at each K, and its size (:data:`SIZES`, repeated at each K so that a claim
-    selects K once). Without scores the table is empty: a claim on it names the missing column."""
+    selects K once). Without scores there is no ``score`` column: a claim on it names it."""
     row = _across_models(root, model, steps)
-    if "score" not in row:
-        return pd.DataFrame(columns=["step", "K", "predictor", "x"])
     frames = [row.assign(predictor="coupling", x=row["coupling"])]
-    frames += [row.assign(predictor=name, x=float(size(row.iloc[0]))) for name, size in SIZES.items()]
-    return pd.concat(frames, ignore_index=True)[["step", "K", "predictor", "x", "score"]]
+    frames += [row.assign(predictor=name, x=float(size(row.iloc[0]))) for name, size in SIZES.items() if len(row)]
+    columns = ["step", "K", "predictor", "x", *(["score"] if "score" in row else [])]
+    return pd.concat(frames, ignore_index=True)[columns]
 
 
 def _singular_values(root, model, steps):
