@@ -385,3 +385,24 @@ def test_docs_claims_lists_every_claim_with_its_test():
     text = (Path(__file__).parents[2] / "docs" / "claims.md").read_text()
     missing = [c.id for c in CLAIMS if f"| `{c.id}` | {c.section} | {c.describe().replace('|', chr(92) + '|')} |" not in text]
     assert missing == [], "docs/claims.md lacks these claims or their tests as the catalogue states them now"
+
+
+def test_every_step_a_claim_names_for_a_papers_model_is_one_its_suite_runs():
+    """The paper's own steps (Table 1's first step, the surge's end, step 2,000) are checkpoints of
+    the suite that runs the paper's model: a claim comparing them is testable there."""
+    suites = Path(__file__).parents[2] / "config" / "suites"
+    steps = {}  # hub repo -> steps its suite runs
+    for path in suites.glob("*.yaml"):
+        for name, entry in ((yaml.safe_load(path.read_text()) or {}).get("models") or {}).items():
+            runs = set(entry.get("steps") or []) | set((entry.get("checkpoints") or {}).keys())
+            steps.setdefault(name, set()).update(int(s) for s in runs)
+    missing = []
+    for catalogue in CATALOGUES.values():
+        names = {repo: name for name, repo in (catalogue.paper_models or {}).items()}
+        for claim in catalogue.claims:
+            for pairs in (claim.at, claim.before, claim.after):
+                for column, selector in pairs:
+                    if column == "step" and isinstance(selector, PerModel):
+                        missing += [(claim.id, names[repo], step) for repo, step in selector.values
+                                    if step not in steps.get(names[repo], set())]
+    assert missing == []
