@@ -103,8 +103,8 @@ def section_text(text, start, end, include_start=False):
 
 
 def markdown(paper):
-    """The map as markdown tables, one per section: the sentence and the claims that test it, or why
-    it is not a claim."""
+    """The map as markdown tables, one per section: the sentence (the extraction's page links as
+    their text) and the claims that test it, or why it is not a claim."""
     out = []
     for section in load_headlines(paper):
         out += [f"**{section.name.capitalize()}**", "", "| sentence | tested by |", "|---|---|"]
@@ -117,4 +117,6 @@ def markdown(paper):
 
 
 def _cell(text):
-    return text.replace("|", "\\|")
+    """A table cell: the extraction's links to the paper's own pages (``[text](#page-5-0)``) as their
+    text, pipes escaped."""
+    return re.sub(r"\[([^\]]*)\]\(#page-[\d-]+\)", r"\1", text).replace("|", "\\|")

@@ -135,9 +135,11 @@ def change_permutation_p(before, after, *, method="spearman", side=1, n_perm=200
     else:
         rng = rng if rng is not None else np.random.default_rng(0)
         swaps = rng.random((n_perm, n)) < 0.5
-    pick = lambda a, b: np.where(swaps, b, a)  # noqa: E731 - after's values where swapped
-    null = side * (correlation(pick(xa, xb), pick(ya, yb), method=method)
-                   - correlation(pick(xb, xa), pick(yb, ya), method=method))
+    def side_of(own, other):  # a side's values, the other side's where a unit is swapped
+        return np.where(swaps, other, own)
+
+    null = side * (correlation(side_of(xa, xb), side_of(ya, yb), method=method)
+                   - correlation(side_of(xb, xa), side_of(yb, ya), method=method))
     observed = side * (correlation(xa, ya, method=method) - correlation(xb, yb, method=method))
     count = np.sum(null >= observed - 1e-12)
     return float(count / len(swaps)) if n <= 12 else float((1 + count) / (1 + n_perm))

@@ -1,7 +1,7 @@
 """Paper 003's tables: what the continuity stage writes per model and checkpoint (``continuity_statistics``:
 ``step{step}.npz`` with each projection's adjacent ``|cos|`` per layer boundary, ``step{step}.tsv``
 with its random baselines; ``summarize_continuity``: ``steps.tsv``), the toy grid's per-seed epoch
-tables (``train_toy``) and the transformer ablations' last-checkpoint arrays and run table
+tables (``train_toy``; also with one row per stack, weights or gradient) and the transformer ablations' last-checkpoint arrays and run table
 (``ablation_continuity``, ``summarize_ablations``).
 
 The toy grid and the transformer ablations have no model: each is read as one pseudo-model named

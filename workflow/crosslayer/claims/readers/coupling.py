@@ -1,13 +1,15 @@
 """Paper 002's tables: what the coupling stage writes per model (``summarize_coupling``: prompts.tsv,
-steps.tsv, depthwise.tsv), the token-wise self coupling of each checkpoint's ``.coupling.npz`` in
-long form, the table over all models (``coupling_across_models``: models.tsv), and coupling beside
-each checkpoint's held-out loss (the evaluation stage's heldout.tsv), and the embedding_noise stage's
-per-prompt cosines of each checkpoint (Fig. 32).
+steps.tsv, depthwise.tsv), from each checkpoint's ``.coupling.npz`` the token-wise coupling (self,
+and with a fixed input or output token) in long form and each block's top singular value, the table
+over all models (``coupling_across_models``: models.tsv, also with each predictor of the score as a
+row), coupling beside each checkpoint's held-out loss (the evaluation stage's heldout.tsv), and the
+embedding_noise stage's per-prompt cosines of each checkpoint (Fig. 32).
 
 Coupling is the negative mis-coupling in every table, as the stage writes it; the TSVs hold the
 configured ``coupling.metric`` and ``coupling.final_norm`` convention, the npz every metric (a
 ``metric`` column). Nothing is recomputed: the readers reshape (one row per K instead of a column per
-K) and select (the trivial diagonals out, one model's row of models.tsv).
+K) and select (the trivial diagonals out, one model's row of models.tsv); the fixed-token coupling
+is averaged over the other token's pairs, which the claims would average within each prompt anyway.
 """
 
 import warnings
@@ -109,7 +111,7 @@ def _tokenwise_self(root, model, steps):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-#: The token-wise contexts with one token held fixed: the npz's array and the axes of its varying pair.
+#: The token-wise contexts with one token held fixed (the npz's ``tw_<context>`` arrays).
 FIXED = ("fixed_input", "fixed_output")
 
 
@@ -131,7 +133,7 @@ def _tokenwise_fixed(root, model, steps):
         for context, values in arrays.items():  # (n_pairs, P_tw, n_metrics, n_K, T, T, T)
             T = values.shape[-1]
             values = np.where(np.eye(T, dtype=bool), np.nan, values)  # the other token paired with itself out
-            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # a fixed token with no pair: NaN, dropped
                 means = np.nanmean(values, axis=(-2, -1))  # (n_pairs, P_tw, n_metrics, n_K, T)
             q, p, m, k, f = np.indices(means.shape).reshape(means.ndim, -1)
