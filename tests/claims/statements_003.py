@@ -40,4 +40,5 @@ STATEMENTS = {
     "003-toy-tanh-lower": ("change", ">", None),  # Tanh "yielding lower continuity"
     "003-toy-activation-concentrates": ("change", ">", None),  # "Activation concentrates continuity"
     "003-toy-ln-breaks-symmetry": ("change", ">", None),  # "LayerNorm also breaks rotational symmetry"
+    "003-saturates-early": None,
 }

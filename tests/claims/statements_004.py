@@ -31,4 +31,5 @@ STATEMENTS = {
     "004-collapse-at-large-radii": None,
     "004-schur-controls": None,
     "004-detectors-agree": None,
+    "004-skip-control": None,
 }
