@@ -41,4 +41,5 @@ STATEMENTS = {
     "003-toy-activation-concentrates": ("change", ">", None),  # "Activation concentrates continuity"
     "003-toy-ln-breaks-symmetry": ("change", ">", None),  # "LayerNorm also breaks rotational symmetry"
     "003-saturates-early": None,
+    "003-toy-weights-follow-cumulative": ("change", ">", None),  # weight "emerges as the principal direction" of Gcum
 }

@@ -32,4 +32,5 @@ STATEMENTS = {
     "004-schur-controls": None,
     "004-detectors-agree": None,
     "004-skip-control": None,
+    "004-symmetry-tracks-identity": ("trend", "<", None),  # symmetry "tracks the residual norm ratio"
 }

@@ -249,7 +249,8 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
         # a contrast at the paper's size: group a changes (or sits) by `size`, group b not at all
         size = size if not claim.groups or size is None or direction == up else 0.0
         # units: one per row, or (a unit of whole models) the rows of one model, indexed by `within`
-        finer = claim.within[0] if claim.unit == "model" and claim.within else claim.unit
+        # (a trend across models: one model per unit, its finer rows added below)
+        finer = claim.within[0] if claim.unit == "model" and claim.within and claim.kind != "trend" else claim.unit
         base = {"model": model, finer: [f"u{i}" for i in range(n_units)], **dict(claim.where)}
         if claim.kind == "trend":
             x = np.arange(n_units, dtype=float)
@@ -288,6 +289,11 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     for column in claim.within:  # finer rows of one unit: the same values twice, averaged back
         if column != finer:
             table = pd.concat([table.assign(**{column: 0}), table.assign(**{column: 1})], ignore_index=True)
+    extra = sorted(set(table["model"]) - set(tables["models"]["model"]))  # models as units: each one known
+    if extra:
+        template = tables["models"].iloc[0].to_dict()
+        tables["models"] = pd.concat([tables["models"], pd.DataFrame([{**template, "model": m} for m in extra])],
+                                     ignore_index=True)
     if claim.early:  # a later checkpoint: the early one is not the last
         table = pd.concat([table, table.assign(step=table["step"].max() + 1000)], ignore_index=True)
     tables[claim.table] = table

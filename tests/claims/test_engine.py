@@ -615,3 +615,19 @@ def test_a_trend_change_over_few_units_needs_its_permutation_test_too():
         if verdict.verdict == "inconclusive" and "swapped per unit" in verdict.reason:
             assert "permutation p" in verdict.reason
     assert decided <= 2, decided
+
+
+def test_r_squared_is_pearsons_r_squared():
+    rng = np.random.default_rng(2)
+    x, y = rng.normal(size=9), rng.normal(size=9)
+    assert float(correlation(x, y, method="pearson_r2")) == pytest.approx(stats.pearsonr(x, y).statistic ** 2)
+
+
+def test_only_one_variable_at_two_checkpoints_is_guarded_by_swapping():
+    """Swapping a unit's before and after is a null of no change only where both are one variable
+    at two checkpoints; a model's coupling and its size swapped would be no null of anything."""
+    from crosslayer.claims.engine import swappable
+
+    assert swappable(load_catalogue("004").claim("004-symmetry-gradient"))
+    assert swappable(load_catalogue("002").claim("002-sv-scaling-untrained"))
+    assert not swappable(load_catalogue("002").claim("002-coupling-beats-size"))

@@ -177,7 +177,7 @@ def test_singular_values_are_each_blocks_top_value(run):
         mine = frame[frame.step == step].pivot(index="prompt", columns="layer", values="sigma_1")
         expected = pd.DataFrame(data["singular_values"][..., 0], index=data["prompt_ids"]).sort_index()
         np.testing.assert_allclose(mine.sort_index().to_numpy(), expected.to_numpy(), rtol=1e-6)
-    assert (frame.depth == frame.layer).all()
+        assert (frame.n_layers == int(data["n_layers"])).all()
 
 
 def test_predictors_put_coupling_and_each_size_beside_the_score(run):

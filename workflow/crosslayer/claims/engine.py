@@ -436,7 +436,8 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     if dropped:
         detail += f" ({dropped} of {n_boot} resamples with a constant column left out)"
     gate = None
-    if claim.value == 0 and claim.direction != "==" and decide(low, high, claim.direction, 0.0) != "inconclusive":
+    if (swappable(claim) and claim.value == 0 and claim.direction != "=="
+            and decide(low, high, claim.direction, 0.0) != "inconclusive"):
         # as for a trend: few units resampled can exclude no change by chance alone
         p = change_permutation_p((xb, yb), (xa, ya), method=claim.statistic, side=1 if low > 0 else -1,
                                  n_perm=n_boot, rng=rng)
@@ -444,3 +445,10 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
             gate = (f"permutation p = {p:.2g} (before and after swapped per unit) over {len(both)} "
                     f"{claim.unit_name}, above {(1 - confidence) / 2:.3g}")
     return after - before, low, high, len(both), claim.value, detail, gate
+
+
+def swappable(claim):
+    """Whether a trend change's before and after are one variable at two checkpoints (they select
+    the same rows but for ``step``), so that swapping a unit's two values is a null of no change;
+    two predictors of one score (coupling against size) are not."""
+    return [(c, s) for c, s in claim.before if c != "step"] == [(c, s) for c, s in claim.after if c != "step"]

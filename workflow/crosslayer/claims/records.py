@@ -11,7 +11,7 @@ __all__ = ["KINDS", "DIRECTIONS", "OPS", "SELECTORS", "UNIT_NAMES", "Lookup", "P
 KINDS = {
     "change": ("mean_difference", "ratio_of_means"),
     "contrast": ("difference_of_means",),
-    "trend": ("spearman", "pearson"),
+    "trend": ("spearman", "pearson", "pearson_r2"),
     "threshold": ("mean",),
 }
 #: The paper's side of its value; ``==`` is an absence ("at chance", "flat"), tested as equivalence

@@ -68,13 +68,14 @@ def correlation(x, y, *, method="spearman"):
     ----------
     x, y : (..., n) array_like
         Paired values; each row is one sample of n units.
-    method : {"spearman", "pearson"}
-        Spearman ranks each row first (average ranks for ties).
+    method : {"spearman", "pearson", "pearson_r2"}
+        Spearman ranks each row first (average ranks for ties); ``pearson_r2`` is the square of
+        Pearson's r, the R^2 of a linear fit (how strongly, whatever the sign).
 
     Returns
     -------
     r : (...) ndarray of float
-        In [-1, 1]; NaN for a row in which x or y is constant.
+        In [-1, 1] (R^2 in [0, 1]); NaN for a row in which x or y is constant.
 
     Examples
     --------
@@ -84,15 +85,16 @@ def correlation(x, y, *, method="spearman"):
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.ndim < 1:
         raise ValueError(f"`x` and `y` must have one shape with a last axis of units, got {x.shape} and {y.shape}")
-    if method not in ("spearman", "pearson"):
-        raise ValueError(f"`method` must be spearman or pearson, got {method!r}")
+    if method not in ("spearman", "pearson", "pearson_r2"):
+        raise ValueError(f"`method` must be spearman, pearson or pearson_r2, got {method!r}")
     constant = (np.ptp(x, axis=-1) == 0) | (np.ptp(y, axis=-1) == 0)
     if method == "spearman":
         x, y = stats.rankdata(x, axis=-1), stats.rankdata(y, axis=-1)
     xc, yc = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = (xc * yc).sum(axis=-1) / np.sqrt((xc**2).sum(axis=-1) * (yc**2).sum(axis=-1))
-    return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
+    r = np.clip(r, -1.0, 1.0) ** (2 if method == "pearson_r2" else 1)
+    return np.where(constant, np.nan, r)
 
 
 def permutation_p(x, y, *, method="spearman", side=1, n_perm=2000, rng=None):

@@ -35,7 +35,7 @@ STEPS_COLUMNS = ("step", "projection", "n_out", "n_in", "u1", "v1", "u2", "v2", 
                  "wa_v", "erank", "evr_u", "evr_v", "evr_baseline_u", "evr_baseline_v")
 #: Columns of ``toy/epochs``: each seed's epoch table, selected.
 TOY_COLUMNS = ("run", "seed", "epoch", "accuracy", "dW_rel", "W.v1", "W.u1", "W.v2", "W.u2", "W.wa_v", "W.wa_u",
-               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "Gcum.u1", "Gcum.wa_v", "delta_v")
+               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "Gcum.u1", "Gcum.wa_v", "Gcum.align_v", "delta_v")
 #: Columns of ``ablations/runs``.
 RUN_COLUMNS = ("run", "activation", "residual", "norm", "steps", "diverged_step", "perplexity", "eval_loss")
 

@@ -175,17 +175,17 @@ def _predictors(root, model, steps):
 
 def _singular_values(root, model, steps):
     """Per checkpoint, prompt and block, the top singular value of the block's residual Jacobian
-    (the npz's ``singular_values[prompt, layer, 0]``, the plain and CoT prompts alike), with ``depth``
-    (the layer again, as a trend's ``x``)."""
+    (the npz's ``singular_values[prompt, layer, 0]``, the plain and CoT prompts alike), with the
+    model's number of layers (a trend's ``x`` across models)."""
     frames = []
     for step in steps:
         with open_npz(root / _NPZ.format(model=model, step=step)) as z:
             top = z["singular_values"][..., 0].astype(np.float64)  # (P, L)
-            prompts = z["prompt_ids"].astype(str)
+            prompts, n_layers = z["prompt_ids"].astype(str), int(z["n_layers"])
         p, layer = np.indices(top.shape).reshape(2, -1)
-        frames.append(pd.DataFrame({"step": step, "prompt": prompts[p], "layer": layer, "depth": layer,
+        frames.append(pd.DataFrame({"step": step, "prompt": prompts[p], "layer": layer, "n_layers": n_layers,
                                     "sigma_1": top.reshape(-1)}))
-    columns = ["step", "prompt", "layer", "depth", "sigma_1"]
+    columns = ["step", "prompt", "layer", "n_layers", "sigma_1"]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -217,7 +217,7 @@ READERS = (
     Reader("coupling/tokenwise_fixed", "coupling", (_NPZ,), _tokenwise_fixed, units=("prompt",)),
     Reader("coupling/across_models", "coupling", (_MODELS,), _across_models, units=("model",)),
     Reader("coupling/predictors", "coupling", (_MODELS,), _predictors, units=("model",)),
-    Reader("coupling/singular_values", "coupling", (_NPZ,), _singular_values, units=("layer",)),
+    Reader("coupling/singular_values", "coupling", (_NPZ,), _singular_values, units=("prompt",)),
     Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
            also=("evaluation",), units=("step",)),
     Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts, units=("prompt",)),
