@@ -24,7 +24,7 @@ STATEMENTS = {
     "004-henrici-falls": ("trend", "<", None),  # "the Henrici departure falls in lockstep"
     "004-identity-dominates": ("trend", "<", None),  # the residual norm ratio "declines"
     "004-training-rotates-early": ("change", "<", None),  # "pulling early ... layers toward rotation"
-    "004-mid-expanding-collapse": ("threshold", "<=", None),  # mid layers' expanding fraction "to 17-30%"
+    "004-mid-expanding-collapse": ("threshold", "==", None),  # mid layers' expanding fraction "to 17-30%"
     "004-forward-random-at-init": ("threshold", "==", None),  # "exactly random at initialization"
     "004-mesoscale-rises": ("trend", ">", None),  # "explained variance rising over the layers"
     "004-sign-absent-at-init": ("trend", "==", None),  # "a relationship absent at initialization"
