@@ -43,10 +43,10 @@ def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=200
     pandas.DataFrame
         :data:`COLUMNS`, claims in catalogue order, subjects in the run's order.
     """
-    rows = []
+    rows, per_model = [], {}  # each model's rows of every table, cut once for all its claims
     for catalogue in catalogues:
         for claim in catalogue.claims:
-            for subject, subset in _subjects(claim, data, table_models):
+            for subject, subset in _subjects(claim, data, table_models, per_model):
                 verdict = vars(evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed,
                                         subject=subject))
                 outside = _beyond_scope(claim, subset)
@@ -73,8 +73,9 @@ def _beyond_scope(claim, data):
     return f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not among the models it is stated for: {named}"
 
 
-def _subjects(claim, data, table_models):
-    """``(subject, tables)`` for each verdict the claim gets on this run."""
+def _subjects(claim, data, table_models, per_model):
+    """``(subject, tables)`` for each verdict the claim gets on this run (a model's tables from
+    `per_model`, cut there on first use)."""
     if not claim.testable:
         return [(ALL_MODELS, {})]
     models = list(table_models.get(claim.table, ()))
@@ -89,7 +90,9 @@ def _subjects(claim, data, table_models):
         # a claim about other architectures (a SwiGLU claim on a GELU model) does not apply
         if claim.applies_to and len(row) and any(row.iloc[0].get(c) != v for c, v in claim.applies_to):
             continue
-        kept.append((model, {name: t[t["model"] == model] for name, t in data.items()}))
+        if model not in per_model:
+            per_model[model] = {name: t[t["model"] == model] for name, t in data.items()}
+        kept.append((model, per_model[model]))
     return kept
 
 
