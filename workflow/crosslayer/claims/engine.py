@@ -47,7 +47,6 @@ DIRECTION_VERDICTS = ("holds", "contradicted", "inconclusive", "not testable")
 MAGNITUDES = ("as strong", "stronger", "weaker", "undetermined", "no number given")
 
 
-
 @dataclass(frozen=True)
 class Verdict:
     """The verdict on one claim for one model or group of models.
@@ -402,13 +401,10 @@ def _trend(claim, data, models, confidence, n_boot, rng):
         return estimate, math.nan, math.nan, len(both), claim.value, detail, None
     low, high, dropped = correlation_interval(x, y, claim.statistic, confidence, n_boot, rng)
     detail = f" ({dropped} of {n_boot} resamples with a constant column left out)" if dropped else ""
-    gate = None
-    if claim.value == 0 and claim.direction != "==" and decide(low, high, claim.direction, 0.0) != "inconclusive":
-        # resampling few perfectly ordered units gives [1, 1] by chance alone (1 in 24 at 4 units):
-        # the order must also be unlikely under no association, one-sided at the interval's tail
-        p = permutation_p(x, y, method=claim.statistic, side=1 if low > 0 else -1, n_perm=n_boot, rng=rng)
-        if p > (1 - confidence) / 2:
-            gate = f"permutation p = {p:.2g} over {len(both)} {claim.unit_name}, above {(1 - confidence) / 2:.3g}"
+    # resampling few perfectly ordered units gives [1, 1] by chance alone (1 in 24 at 4 units): the
+    # order must also be unlikely under no association
+    gate = _permutation_gate(claim, low, high, confidence, len(both), lambda side: permutation_p(
+        x, y, method=claim.statistic, side=side, n_perm=n_boot, rng=rng))
     return estimate, low, high, len(both), claim.value, detail, gate
 
 
@@ -435,16 +431,21 @@ def _trend_change(claim, data, models, confidence, n_boot, rng):
     low, high, dropped = correlation_change_interval(xb, yb, xa, ya, claim.statistic, confidence, n_boot, rng)
     if dropped:
         detail += f" ({dropped} of {n_boot} resamples with a constant column left out)"
-    gate = None
-    if (swappable(claim) and claim.value == 0 and claim.direction != "=="
-            and decide(low, high, claim.direction, 0.0) != "inconclusive"):
-        # as for a trend: few units resampled can exclude no change by chance alone
-        p = change_permutation_p((xb, yb), (xa, ya), method=claim.statistic, side=1 if low > 0 else -1,
-                                 n_perm=n_boot, rng=rng)
-        if p > (1 - confidence) / 2:
-            gate = (f"permutation p = {p:.2g} (before and after swapped per unit) over {len(both)} "
-                    f"{claim.unit_name}, above {(1 - confidence) / 2:.3g}")
+    # as for a trend: few units resampled can exclude no change by chance alone
+    gate = _permutation_gate(claim, low, high, confidence, len(both), lambda side: change_permutation_p(
+        (xb, yb), (xa, ya), method=claim.statistic, side=side, n_perm=n_boot, rng=rng),
+        how=" (before and after swapped per unit)") if swappable(claim) else None
     return after - before, low, high, len(both), claim.value, detail, gate
+
+
+def _permutation_gate(claim, low, high, confidence, n, p_value, how=""):
+    """Why an interval that excludes no association (or no change) still leaves the verdict open:
+    the one-sided permutation p-value (``p_value(side)``, at the interval's tail) is above
+    (1 - confidence) / 2; None where it is not, or where the interval decides nothing."""
+    if claim.value != 0 or claim.direction == "==" or decide(low, high, claim.direction, 0.0) == "inconclusive":
+        return None
+    p, alpha = p_value(1 if low > 0 else -1), (1 - confidence) / 2
+    return f"permutation p = {p:.2g}{how} over {n} {claim.unit_name}, above {alpha:.3g}" if p > alpha else None
 
 
 def swappable(claim):

@@ -137,6 +137,7 @@ def change_permutation_p(before, after, *, method="spearman", side=1, n_perm=200
     else:
         rng = rng if rng is not None else np.random.default_rng(0)
         swaps = rng.random((n_perm, n)) < 0.5
+
     def side_of(own, other):  # a side's values, the other side's where a unit is swapped
         return np.where(swaps, other, own)
 

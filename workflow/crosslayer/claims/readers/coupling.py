@@ -157,7 +157,8 @@ def _across_models(root, model, steps):
 
 
 #: The model sizes the paper compares coupling with as predictors of the score (Figure 35), as
-#: fits.tsv takes them: parameters on a log10 scale, depth, width.
+#: fits.tsv takes them (crosslayer.coupling.tables.fit_table, kept apart: that module needs
+#: statsmodels, which the claims job does not): parameters on a log10 scale, depth, width.
 SIZES = {"log10_params": lambda row: np.log10(row["n_params"]), "n_layers": lambda row: row["n_layers"],
          "d_model": lambda row: row["d_model"]}
 
