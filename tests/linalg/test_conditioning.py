@@ -4,7 +4,7 @@ against NumPy's SVD, on numpy and torch input, float32 within its rounding bound
 import numpy as np
 import pytest
 import torch
-from layer_stacks import DTYPES, random_layers
+from layer_stacks import DTYPES, conditioned, random_layers
 from scipy.stats import ortho_group
 
 from crosslayer.dynamics import spectra
@@ -72,14 +72,6 @@ def test_torch_input_and_single_matrix():
 EPS32 = float(np.finfo(np.float32).eps)
 PER_SAMPLE_FUNCTIONS = {"frobenius": cond.frobenius_norm, "participation_ratio": cond.participation_ratio,
                         "condition_number": cond.condition_number}
-
-
-def conditioned(B, d, kappa, seed=0):
-    """(B, d, d) float64 U diag(s) V^T with singular values log-spaced from kappa down to 1."""
-    rng = np.random.default_rng(seed)
-    s = np.geomspace(kappa, 1.0, d)
-    return np.stack([ortho_group.rvs(d, random_state=rng) * s @ ortho_group.rvs(d, random_state=rng)
-                     for _ in range(B)])
 
 
 @pytest.mark.parametrize("residual", [False, True])

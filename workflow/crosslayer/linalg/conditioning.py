@@ -12,8 +12,6 @@ CUDA), in the precision their ``dtype`` keyword selects (default float64), and o
 results travel to the host. Everything else converts its input to float64 NumPy.
 
 The spectral geometry of the mean Jacobians (paper 004) builds on these: :mod:`crosslayer.dynamics.spectra`.
-
-The spectral geometry of the mean Jacobians (paper 004) builds on these: :mod:`crosslayer.dynamics.spectra`.
 """
 
 import logging
@@ -22,6 +20,7 @@ import sys
 
 import numpy as np
 
+from crosslayer.linalg import krylov
 from crosslayer.linalg.arrays import as_float, check_stack, is_tensor, strip_identity
 
 log = logging.getLogger(__name__)
@@ -108,7 +107,7 @@ def _torch_participation(block, fro, gram=None):
 
 
 # How each condition number was computed (per_sample_stats' "condition_path"), cheapest first.
-CONDITION_PATHS = ("gram", "inverse_iteration", "svd")
+CONDITION_PATHS = ("gram", "inverse_iteration", "svd", "krylov")
 
 CONDITION_METHOD = (
     "float64: s_max from the top eigenvalue of J^H J (CPU, 512 <= d < 2048: LAPACK tridiagonal reduction and "
@@ -116,7 +115,10 @@ CONDITION_METHOD = (
     "s_min^2, e = s_max^2 (for J - I's Gram matrix derived from J's, (s_max(J) + 1)^2) (path 0, gram), else from "
     "block inverse iteration on an LU of J until its residual bound is <= 1e-10 (path 1), else from the full SVD "
     "(path 2); a matrix whose predecessor (same operator, same call) took path 1 tries path 1 first, with s_max^2 "
-    "then by Lanczos (ARPACK, relative tolerance 1e-12, on the CPU from d = 512); float32: the full SVD (path 2)")
+    "then by Lanczos (ARPACK, relative tolerance 1e-12, on the CPU from d = 512); on a GPU, a chunk at once: s_max^2 "
+    "and 1 / s_min^2 as the top eigenvalues of J^H J and X^H X, X the explicit inverse of J, by block Krylov "
+    "iterations to a relative residual of 1e-10 (path 3, krylov), a matrix that does not converge as on the CPU; "
+    "float32: the full SVD (path 2)")
 
 _GRAM_TOL = 1e-8  # accepted relative perturbation of s_min^2 from forming and diagonalizing J^H J
 
@@ -218,6 +220,15 @@ def _gram_top(G):
 
 
 def _torch_condition(block, gram=None, gram_error=None, route=None):
+    """:func:`_sequential_condition`, or on a GPU in float64 :func:`_batched_condition`."""
+    torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
+
+    if block.real.dtype == torch.float64 and block.device.type in BATCHED_DEVICES:
+        return _batched_condition(block, block.mH @ block if gram is None else gram, gram_error)
+    return _sequential_condition(block, gram, gram_error, route)
+
+
+def _sequential_condition(block, gram=None, gram_error=None, route=None):
     """(b,) float64 NumPy ``s_max / s_min`` of a chunk, (b,) int8 :data:`CONDITION_PATHS` codes,
     and (b,) float64 top eigenvalues of the Gram matrices (None for float32 blocks).
     ``gram_error``: (b,) scale of the given Gram matrices' rounding error in units of ``d eps``
@@ -268,6 +279,30 @@ def _torch_condition(block, gram=None, gram_error=None, route=None):
         route["inverse_first"] = path[i] == 1
     with np.errstate(invalid="ignore", divide="ignore"):
         return smax / smin, path, torch.from_numpy(top2).to(block.device)
+
+
+# Devices whose float64 condition numbers take the batched Krylov route (path 3). On the CPU the
+# per-matrix route is faster (2 threads, d = 1024: docs/benchmarks.md), so it stays there.
+BATCHED_DEVICES = ("cuda",)
+
+
+def _batched_condition(block, gram, gram_error):
+    """:func:`_torch_condition` of a float64 chunk on a GPU: s_max and s_min of every matrix at once
+    by :mod:`crosslayer.linalg.krylov` (path 3); a matrix that does not converge there, or whose
+    inverse fails, takes the per-matrix route."""
+    torch = sys.modules["torch"]
+
+    top2, top_ok = krylov.gram_top(gram)
+    inverse2, inverse_ok = krylov.inverse_top(block)
+    smax, smin = top2.clamp(min=0).sqrt(), inverse2.rsqrt()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        kappa = (smax / smin).cpu().numpy()
+    path = np.full(len(kappa), CONDITION_PATHS.index("krylov"), np.int8)
+    for i in torch.nonzero(~(top_ok & inverse_ok)).flatten().tolist():
+        error = None if gram_error is None else gram_error[i : i + 1]
+        kappa[i : i + 1], path[i : i + 1], top = _sequential_condition(block[i : i + 1], gram[i : i + 1], error, None)
+        top2[i] = top[0]
+    return kappa, path, top2
 
 
 def _torch_per_chunk(J, fn, *, residual, chunk, dtype):
