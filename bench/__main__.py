@@ -39,16 +39,19 @@
             coupling).
 ``digests`` what checking checkpoints' sha256 digests costs a finished run (full hashes, stat checks,
             against the run's job-seconds) and a 7B checkpoint (from the sha256 GB/s measured here).
-``scale``   paper-scale rehearsal of paper 004 on a random Llama-3.1-8B-shaped stack (d 4096,
-            d_ff 14336, GQA 32/8), built a few layers deep: seconds of every dynamics and
-            topology stage on real shapes, projected to 32 layers x 1,000 samples x 3
-            checkpoints; ``--device cuda`` times the GPU stages there; peak memory.
+``scale``   paper-scale rehearsal of every paper on a random 8B-shaped stack (Llama-3.1-8B's
+            layer: d 4096, d_ff 14336, GQA 32/8; ``--family gpt_neox``: Pythia-6.9B's), built a
+            few layers deep: seconds of each paper's heavy stages on real shapes (004: dynamics
+            and topology; 002: depth-wise and token-wise Jacobians; 003: projection SVDs; 000:
+            top-k subspaces), projected to one checkpoint of the paper's suite and to 3;
+            ``--device cuda`` times them there; the matrix-product rates; peak memory.
 """
 
 import argparse
 
 from bench.digests import bench_digests
-from bench.jacobians import SCALE_STAGES, bench_coupling, bench_jacobian, bench_scale
+from bench.jacobians import bench_coupling, bench_jacobian
+from bench.scale import PAPER_STAGES, SCALE_STAGES, SHAPES, bench_scale
 from bench.jobs import bench_jobs
 from bench.topology import bench_permutation, bench_topology
 from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd, bench_toy
@@ -100,19 +103,23 @@ def _parser():
     cpl.add_argument("--styles", nargs="+", choices=["llama", "gpt_neox"], default=["llama", "gpt_neox"])
     cpl.add_argument("--threads", type=int, default=None)
     cpl.add_argument("--released-rows", type=int, default=128, help="rows of the released loop timed (scaled to d)")
-    scale = sub.add_parser("scale", help="paper-scale rehearsal of paper 004 on a Llama-3.1-8B-shaped stack")
-    scale.add_argument("--d-model", type=int, default=4096)
-    scale.add_argument("--d-ff", type=int, default=14336)
-    scale.add_argument("--heads", type=int, nargs=2, default=[32, 8], metavar=("Q", "KV"))
+    scale = sub.add_parser("scale", help="paper-scale rehearsal of every paper on an 8B-shaped stack")
+    scale.add_argument("--family", choices=sorted(SHAPES), default="llama",
+                       help="llama: Llama-3.1-8B's layer; gpt_neox: Pythia-6.9B's")
+    scale.add_argument("--d-model", type=int, default=None, help="default: the family's")
+    scale.add_argument("--d-ff", type=int, default=None, help="default: the family's")
+    scale.add_argument("--heads", type=int, nargs=2, default=None, metavar=("Q", "KV"), help="default: the family's")
     scale.add_argument("--layers", type=int, default=2, help="layers built and timed")
-    scale.add_argument("--samples", type=int, default=2, help="samples timed")
-    scale.add_argument("--tokens", type=int, default=256, help="tokens per sample")
+    scale.add_argument("--samples", type=int, default=2, help="paper 004's samples timed")
+    scale.add_argument("--tokens", type=int, default=256, help="tokens per paper-004 sample")
+    scale.add_argument("--prompt-tokens", type=int, default=64, help="tokens per paper-002 prompt")
     scale.add_argument("--full-layers", type=int, default=32)
     scale.add_argument("--full-samples", type=int, default=1000)
     scale.add_argument("--checkpoints", type=int, default=3)
     scale.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     scale.add_argument("--threads", type=int, default=None)
-    scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=list(SCALE_STAGES))
+    scale.add_argument("--papers", nargs="+", choices=sorted(PAPER_STAGES), default=sorted(PAPER_STAGES))
+    scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=None, help="default: the papers' stages")
     dig = sub.add_parser("digests")
     dig.add_argument("--run", default=".", help="a finished run's working directory")
     dig.add_argument("--seconds", type=float, default=None, help="the run's wall time, to compare with")
@@ -149,10 +156,12 @@ def main(argv=None):
         bench_coupling(dims=args.dims, tokens=args.tokens, styles=args.styles, threads=args.threads,
                        released_rows=args.released_rows)
     if args.what == "scale":
-        bench_scale(d_model=args.d_model, d_ff=args.d_ff, n_heads=args.heads[0], n_kv_heads=args.heads[1],
-                    layers=args.layers, samples=args.samples, tokens=args.tokens, full_layers=args.full_layers,
-                    full_samples=args.full_samples, checkpoints=args.checkpoints, device=args.device,
-                    threads=args.threads, stages=args.stages)
+        stages = args.stages or [stage for paper in args.papers for stage in PAPER_STAGES[paper]]
+        n_heads, n_kv_heads = args.heads or (None, None)
+        bench_scale(family=args.family, d_model=args.d_model, d_ff=args.d_ff, n_heads=n_heads, n_kv_heads=n_kv_heads,
+                    layers=args.layers, samples=args.samples, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
+                    full_layers=args.full_layers, full_samples=args.full_samples, checkpoints=args.checkpoints,
+                    device=args.device, threads=args.threads, stages=stages)
     if args.what == "digests":
         bench_digests(args.run, args.seconds)
     if args.what == "permutation":

@@ -172,16 +172,18 @@ def record_residual_stream(
     token_width = adapter.token_input_width
     token_inputs = np.full((len(samples), n_layers, token_width), np.nan, dtype=np.float32) if token_width else None
 
-    state = {}  # the current batch: "rows" (B,), "last" (B,) positions of the last real tokens
+    # the current batch: "last" (B,) positions of the last real tokens, and device buffers the hooks
+    # fill ("acts" (B, 2L, d), "tokens" (B, L, width)): one copy to the host per batch, not one per hook
+    state = {}
 
-    def at_last(t):  # (B, T, w) -> float32 numpy (B, w) at each sample's last real token
-        return t[torch.arange(t.shape[0], device=t.device), state["last"]].detach().to(torch.float32).cpu().numpy()
+    def at_last(t):  # (B, T, w) -> float32 (B, w) at each sample's last real token, on the device
+        return t[torch.arange(t.shape[0], device=t.device), state["last"]].detach().to(torch.float32)
 
     def recorder(snapshot):
         def hook(module, args, kwargs):
-            acts[state["rows"], snapshot] = at_last(_first_tensor(args, kwargs))
+            state["acts"][:, snapshot] = at_last(_first_tensor(args, kwargs))
             if token_inputs is not None and snapshot % 2 == 0:
-                token_inputs[state["rows"], snapshot // 2] = at_last(adapter.token_input(args, kwargs))
+                state["tokens"][:, snapshot // 2] = at_last(adapter.token_input(args, kwargs))
         return hook
 
     order = np.argsort(lengths, kind="stable")  # similar lengths together: less padding
@@ -204,9 +206,14 @@ def record_residual_stream(
                 for j, row in enumerate(rows):
                     ids[j, : lengths[row]] = samples[row]
                     mask[j, : lengths[row]] = 1
-                state["rows"] = rows
                 state["last"] = torch.as_tensor(lengths[rows] - 1, device=device)
+                state["acts"] = torch.full((len(rows), *acts.shape[1:]), torch.nan, device=device)
+                if token_inputs is not None:
+                    state["tokens"] = torch.full((len(rows), *token_inputs.shape[1:]), torch.nan, device=device)
                 base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
+                acts[rows] = state["acts"].cpu().numpy()
+                if token_inputs is not None:
+                    token_inputs[rows] = state["tokens"].cpu().numpy()
                 if progress is not None:
                     progress(min(start + batch_size, len(samples)), len(samples))
     finally:
