@@ -118,6 +118,7 @@ def _parser():
     scale.add_argument("--checkpoints", type=int, default=3)
     scale.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     scale.add_argument("--threads", type=int, default=None)
+    scale.add_argument("--workers", type=int, default=1, help="Schur-form processes (dynamics.schur.workers)")
     scale.add_argument("--papers", nargs="+", choices=sorted(PAPER_STAGES), default=sorted(PAPER_STAGES))
     scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=None, help="default: the papers' stages")
     dig = sub.add_parser("digests")
@@ -161,7 +162,7 @@ def main(argv=None):
         bench_scale(family=args.family, d_model=args.d_model, d_ff=args.d_ff, n_heads=n_heads, n_kv_heads=n_kv_heads,
                     layers=args.layers, samples=args.samples, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
                     full_layers=args.full_layers, full_samples=args.full_samples, checkpoints=args.checkpoints,
-                    device=args.device, threads=args.threads, stages=stages)
+                    device=args.device, threads=args.threads, stages=stages, workers=args.workers)
     if args.what == "digests":
         bench_digests(args.run, args.seconds)
     if args.what == "permutation":

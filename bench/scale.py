@@ -89,7 +89,7 @@ def _model(family, d_model, d_ff, n_heads, n_kv_heads, layers, tokens, device):
 
 def bench_scale(family="llama", d_model=None, d_ff=None, n_heads=None, n_kv_heads=None, layers=2, samples=2,
                 tokens=256, prompt_tokens=64, full_layers=32, full_samples=1000, checkpoints=3, device="cpu",
-                threads=None, stages=SCALE_STAGES):
+                threads=None, stages=SCALE_STAGES, workers=1):
     """Time each stage in `stages` on real shapes for a few layers, samples and prompts, and print
     one table: seconds per unit, per checkpoint of the paper's suite, and over `checkpoints`.
 
@@ -100,7 +100,8 @@ def bench_scale(family="llama", d_model=None, d_ff=None, n_heads=None, n_kv_head
     token-wise Jacobians per (layer, prompt) of the suite's token-wise settings. Paper 003: the
     eight projections' SVDs per layer. Paper 000: the MLP product and its top-10 subspaces per
     layer. The per-sample statistics are timed on both condition-number routes; the one the device
-    takes counts, the other is printed beside it."""
+    takes counts, the other is printed beside it. The Schur forms run in `workers` processes (as
+    ``dynamics.schur.workers``) and the rest of the surgery on `device`."""
     import torch
 
     unknown = set(stages) - set(SCALE_STAGES)
@@ -123,7 +124,8 @@ def bench_scale(family="llama", d_model=None, d_ff=None, n_heads=None, n_kv_head
         print(f"  {stage}: {seconds:.2f} s ({what})", flush=True)
 
     context = {"model": model, "device": device, "time": _timer(device), "add": add, "layers": layers,
-               "full_layers": full_layers, "rng": np.random.default_rng(0), "rates": rates}
+               "full_layers": full_layers, "rng": np.random.default_rng(0), "rates": rates,
+               "threads": torch.get_num_threads(), "workers": workers}
     _weights_papers(context, {"alignment"} & set(stages), n_heads, n_kv_heads)  # the papers in order
     if {"coupling_depth", "coupling_token"} & set(stages):
         _paper_002(context, stages, prompt_tokens)
@@ -240,7 +242,7 @@ def _paper_004(context, stages, samples, tokens, full_samples):
         t, _ = _timed(lambda: spectral_profile(Js, rank=min(256, Js.shape[-1]), draws=1000), 1)
         add("004", "spectra", f"{layers} mean Jacobians, rank 256, 1000 baseline draws", t, layers, full_layers)
     if "schur" in stages:
-        _schur(Js, rng, add, full_layers)
+        _schur(Js, context, context["workers"])
     memberships = None
     if {"topology", "statistics"} & set(stages):
         snapshot = _factor_snapshot(full_samples, model.config.hidden_size, rng)[:, None, :]
@@ -278,31 +280,37 @@ def _per_sample_stats(J, add, time, full):
     print(f"  the two routes' condition numbers differ by at most {difference:.1e} relative", flush=True)
 
 
-def _schur(Js, rng, add, full_layers):
-    """Schur surgery at scale, composed from its parts (one of each): at d = 4096 a whole layer
-    takes about 30 min on 2 cores."""
-    from crosslayer.dynamics.surgery import DEFAULT_ALPHAS, SCHUR_MODES, _schur_triangle, haar_unitary, schur_parts
-    from crosslayer.linalg.effective_rank import TORCH_MIN_WIDTH, SchurProduct, torch_of, triangle_svd
+def _schur(Js, context, workers):
+    """Schur surgery at scale, composed from its parts, each timed where the stage runs it: the
+    Schur forms on the CPU (``workers`` processes, as ``dynamics.schur.workers``), the rest (Haar
+    draws, basis changes, product updates, the last layer's start SVDs) on the device. With
+    workers > 1 the forms overlap the device's work, so a layer costs the larger of the two; at
+    d = 4096 a whole layer on 2 CPU cores takes about 30 min."""
+    from crosslayer.dynamics.surgery import DEFAULT_ALPHAS, SCHUR_MODES, _schur_forms, _schur_triangle, haar_unitary
+    from crosslayer.linalg.effective_rank import SchurProduct, torch_of, triangle_svd
 
-    d_model = Js.shape[-1]
+    add, time, device, rng = context["add"], context["time"], context["device"], context["rng"]
+    d_model, modes = Js.shape[-1], len(SCHUR_MODES)
     draws, runs, rank = 4, len(DEFAULT_ALPHAS) * (1 + 2 * 4), min(256, d_model)  # the stage's defaults
-    fast = d_model >= TORCH_MIN_WIDTH
-    t_schur, (Q, D, N) = _timed(lambda: schur_parts(Js[0]), 1)
-    t_haar, _ = _timed(lambda: haar_unitary(d_model, rng), 1)
+    stack = np.repeat(Js[:1], max(workers, 1), axis=0)  # one layer per worker: their throughput
+    t_forms, forms = _timed(lambda: list(_schur_forms(stack, SCHUR_MODES, workers, context["threads"])), 1)
+    t_forms /= len(stack)
+    Q, D, N = (torch_of(x).to(device) for x in forms[0][1]["J"])
+    t_haar, _ = time(lambda: haar_unitary(d_model, rng, device))
     T = _schur_triangle(D, N, 0.5)
-    Q, T = (torch_of(Q), torch_of(T)) if fast else (Q, T)
-    product = SchurProduct(rank, fast)
-    t_start, _ = _timed(lambda: product.start(triangle_svd(T, fast)), 1)  # the last layer: a d x d SVD
-    t_basis, C = _timed(lambda: Q.conj().T @ Q, 1)  # per layer and chain of bases: a d x d x d product
-    t_push, _ = _timed(lambda: product.push(C, T), 1)  # every other: two r x d x d products, r x d svdvals
-    modes = len(SCHUR_MODES)  # one sweep for both: the Haar draws and their basis changes are shared
-    add("004", "schur", f"per layer, {modes} modes: {modes} Schur forms x {t_schur:.1f} s + {draws} Haar draws x "
-        f"{t_haar:.1f} s + {modes + draws} basis changes x {t_basis:.2f} s + {modes * runs} product updates x "
-        f"{t_push:.2f} s", modes * (t_schur + runs * t_push) + draws * t_haar + (modes + draws) * t_basis, 1,
-        full_layers)
+    product = SchurProduct(rank, True)
+    t_start, _ = time(lambda: product.start(triangle_svd(T, True)))  # the last layer: a d x d SVD
+    t_basis, C = time(lambda: Q.conj().T @ Q)  # per layer and chain of bases: a d x d x d product
+    t_push, _ = time(lambda: product.push(C, T))  # every other: two r x d x d products, r x d svdvals
+    on_device = draws * t_haar + (modes + draws) * t_basis + modes * runs * t_push
+    per_layer = max(t_forms, on_device) if workers > 1 else t_forms + on_device
+    add("004", "schur", f"per layer, {modes} modes: Schur forms {t_forms:.1f} s ({workers} worker(s), CPU)"
+        f" {'beside' if workers > 1 else '+'} {draws} Haar draws x {t_haar:.2f} s + {modes + draws} basis changes x"
+        f" {t_basis:.3f} s + {modes * runs} product updates x {t_push:.3f} s ({device})", per_layer, 1,
+        context["full_layers"])
     starts = len(DEFAULT_ALPHAS) * (1 + draws)  # the dose's SVDs also start control B
-    add("004", "schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.1f} s", starts * t_start, 1,
-        len(SCHUR_MODES))
+    add("004", "schur_start", f"per mode, the last layer: {starts} d x d SVDs x {t_start:.2f} s ({device})",
+        starts * t_start, 1, len(SCHUR_MODES))
 
 
 def _print_table(rows, checkpoints, device):

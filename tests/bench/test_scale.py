@@ -54,3 +54,13 @@ def test_bench_scale_runs_only_the_papers_asked_for(capsys):
     start = next(i for i, line in enumerate(lines) if line.startswith("stage"))
     assert [line.split()[0] for line in lines[start + 1:] if line.split()][:4] == [
         "alignment", "continuity", "total_000", "total_003"]
+
+
+def test_bench_scale_schur_forms_in_workers_overlap_the_device(capsys):
+    from bench.__main__ import main
+
+    main(["scale", "--d-model", "64", "--d-ff", "128", "--heads", "4", "2", "--layers", "2", "--samples", "2",
+          "--tokens", "8", "--stages", "schur", "--workers", "2", "--full-layers", "8", "--threads", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("schur "))
+    assert "2 worker(s), CPU) beside 4 Haar draws" in row

@@ -251,3 +251,53 @@ def test_schur_sweep_reports_every_layer_last_first_and_same_numbers():
     assert seen == [2, 1, 0]
     for key, value in plain["J"].items():
         np.testing.assert_array_equal(wrapped["J"][key], value)
+
+
+# --------------------------------------------------------------------------- on a device, forms ahead
+
+SURGERY_KEYS = ("dose", "dose_log_frobenius", "control_a", "control_b", "control_a_log_frobenius",
+                "control_b_log_frobenius")
+
+
+def test_haar_unitary_on_a_device_is_scipys_draw():
+    # the same Gaussian draws from the same generator state, QR and phase fix in torch
+    for d in (1, 2, 17):
+        ref = schur.haar_unitary(d, np.random.default_rng(5))
+        got = schur.haar_unitary(d, np.random.default_rng(5), device="cpu")
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.complex128
+        np.testing.assert_allclose(got.numpy(), ref, atol=1e-12)
+
+
+@pytest.mark.parametrize("width", [10, 300])
+def test_surgery_on_a_device_equals_the_host_path(width):
+    # device="cpu" takes the device path (torch arrays, triangles and Haar QR in torch) on the CPU
+    Js = random_layers(3, width, seed=6)
+    kw = dict(modes=schur.SCHUR_MODES, alphas=(0.0, 0.5, 1.5), draws=2, seed=2, rank=min(8, width))
+    host = schur.schur_dose_responses(Js, **kw)
+    device = schur.schur_dose_responses(Js, **kw, device="cpu")
+    for mode in schur.SCHUR_MODES:
+        for key in SURGERY_KEYS:
+            np.testing.assert_allclose(device[mode][key], host[mode][key], rtol=1e-9, atol=1e-9, err_msg=f"{mode} {key}")
+
+
+def test_schur_forms_computed_ahead_in_worker_processes_equal_in_process_ones():
+    Js = random_layers(4, 12, seed=9)
+    kw = dict(modes=schur.SCHUR_MODES, alphas=(0.0, 1.0), draws=1, seed=4, rank=6)
+    plain = schur.schur_dose_responses(Js, **kw)
+    ahead = schur.schur_dose_responses(Js, **kw, workers=2, threads=2)
+    for mode in schur.SCHUR_MODES:
+        for key in SURGERY_KEYS:
+            np.testing.assert_allclose(ahead[mode][key], plain[mode][key], rtol=1e-12, err_msg=f"{mode} {key}")
+    forms = list(schur._schur_forms(Js, ("J",), 3, 3))
+    assert [layer for layer, _ in forms] == [3, 2, 1, 0]  # last first, whatever finishes first
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_surgery_on_cuda_equals_the_host_path():
+    Js = random_layers(3, 300, seed=6)
+    kw = dict(modes=schur.SCHUR_MODES, alphas=(0.0, 0.5, 1.5), draws=2, seed=2, rank=8)
+    host = schur.schur_dose_responses(Js, **kw)
+    cuda = schur.schur_dose_responses(Js, **kw, device="cuda", workers=2, threads=4)
+    for mode in schur.SCHUR_MODES:
+        for key in SURGERY_KEYS:
+            np.testing.assert_allclose(cuda[mode][key], host[mode][key], rtol=1e-9, atol=1e-9, err_msg=f"{mode} {key}")

@@ -231,10 +231,9 @@ def cuda_settings(config):
     """The ``device`` settings that ask for CUDA, as dotted keys (e.g. ``dynamics.device``)."""
     blocks = {name: config.get(name) for name in ("train", *(s.name for s in STAGES if s.device))}
     blocks["transformer_ablations.train"] = config.get("transformer_ablations", {}).get("train")
+    blocks["dynamics.schur"] = config.get("dynamics", {}).get("schur")
     blocks |= {f"models.{m}.train": entry.get("train") for m, entry in config["models"].items()}
     return [f"{name}.device" for name, block in blocks.items() if (block or {}).get("device") == "cuda"]
-
-
 
 
 def model_analyses(config, model):

@@ -88,7 +88,11 @@ rule schur_surgery:
     conda:
         "../../envs/dynamics.yaml"  # spectra's torch paths
     threads: DYNAMICS["threads"]
+    resources:
+        gpu=get_gpu_request(DYNAMICS["schur"]["device"]),
     params:
+        device=DYNAMICS["schur"]["device"],
+        workers=DYNAMICS["schur"]["workers"],
         alphas=DYNAMICS["schur"]["alphas"],
         draws=DYNAMICS["schur"]["draws"],
         modes=DYNAMICS["schur"]["modes"],

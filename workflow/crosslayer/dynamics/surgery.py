@@ -4,6 +4,10 @@ cumulative effective rank, with two random controls (a random strictly upper tri
 norm, and a Haar-random unitary basis).
 """
 
+import math
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 import scipy.linalg
 from scipy.stats import unitary_group
@@ -97,7 +101,11 @@ def _schur_triangle(D, N, alpha, mode="J"):
     """The upper-triangular ``diag(D) + alpha N`` of a Schur form at dose alpha (a new array),
     plus I in mode "J - I" (``Q T Q^H + I = Q (T + I) Q^H``)."""
     T = alpha * N
-    T[np.diag_indices(T.shape[0])] += D + (1 if mode == "J - I" else 0)
+    shift = D + (1 if mode == "J - I" else 0)
+    if isinstance(T, np.ndarray):
+        T[np.diag_indices(T.shape[0])] += shift
+    else:  # a tensor, on its device
+        T.diagonal().add_(shift)
     return T
 
 
@@ -126,13 +134,25 @@ def random_strict_upper(N, rng):
     return R * (norm_N / norm_R) if norm_R > 0 else R
 
 
-def haar_unitary(d, rng):
-    """Haar-random d x d unitary matrix (``scipy.stats.unitary_group``), complex ndarray."""
+def haar_unitary(d, rng, device=None):
+    """Haar-random d x d unitary matrix (``scipy.stats.unitary_group``), complex ndarray.
+
+    With a torch `device`, a complex128 tensor there: the same Gaussian draws as scipy's (taken
+    from `rng` on the host, in the same order), their QR and phase correction on the device, so
+    it equals scipy's matrix to rounding."""
     if d < 1:
         raise ValueError(f"`d` must be >= 1, got {d}")
-    if d == 1:
-        return np.exp(2j * np.pi * np.random.default_rng(rng).random()).reshape(1, 1)
-    return unitary_group.rvs(d, random_state=np.random.default_rng(rng))
+    rng = np.random.default_rng(rng)
+    if device is None or d == 1:
+        W = (np.exp(2j * np.pi * rng.random()).reshape(1, 1) if d == 1 else unitary_group.rvs(d, random_state=rng))
+        return W if device is None else torch_of(W).to(device)
+    import torch
+
+    real, imag = rng.normal(size=(d, d)), rng.normal(size=(d, d))  # scipy's draws, in its order
+    Z = torch.complex(torch.from_numpy(real), torch.from_numpy(imag)).to(device) / math.sqrt(2)
+    Q, R = torch.linalg.qr(Z)
+    diagonal = R.diagonal()
+    return Q * (diagonal / diagonal.abs())[None, :]
 
 
 def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power=1, draws=4, seed=0):
@@ -200,7 +220,7 @@ def schur_dose_response(Js, *, alphas=DEFAULT_ALPHAS, mode="J", rank=None, power
 
 
 def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=None, power=1, draws=4, seed=0,
-                         progress=None):
+                         progress=None, device=None, workers=1, threads=None):
     """:func:`schur_dose_response` of several modes in one backward sweep over the layers.
 
     Each mode's result equals its own call bit for bit; control B's Haar-random unitaries, which
@@ -210,6 +230,14 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
 
     `progress`, if given, wraps the backward sequence of layers (e.g. a tqdm bar: at d = 4096 a
     layer takes minutes).
+
+    `device` (a torch device, e.g. "cuda") runs everything but the Schur forms there: the Haar
+    draws' QR (:func:`haar_unitary`), the triangles, the basis changes, the running products and
+    their SVDs; the results equal the host's to rounding. `workers` > 1 computes the Schur forms
+    (LAPACK, host only) ahead of the sweep in that many processes with ``threads // workers``
+    BLAS threads each (a Schur form parallelises poorly over many threads, and the forms of
+    different layers are independent), so that they overlap the device's work; the forms are the
+    same as in-process ones to rounding.
 
     Returns
     -------
@@ -226,59 +254,117 @@ def schur_dose_responses(Js, *, modes=SCHUR_MODES, alphas=DEFAULT_ALPHAS, rank=N
         raise ValueError(f"`alphas` must be a non-empty 1-D sequence, got shape {alphas.shape}")
     if draws < 0:
         raise ValueError(f"`draws` must be >= 0, got {draws}")
-    L, d = Js.shape[0], Js.shape[1]
-    r = check_rank(rank, d)
-    A = alphas.size
-    # one running product per (mode, construction, draw, alpha); layers streamed backward so each
-    # Schur form is computed once and no per-layer factors are stored
-    fast = d >= TORCH_MIN_WIDTH
-    array = torch_of if fast else np.asarray
-    dose = {m: [SchurProduct(r, fast) for _ in range(A)] for m in modes}
-    ctrl_a = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
-    ctrl_b = {m: [[SchurProduct(r, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
-    out = {m: {"alphas": alphas, "dose": np.empty((A, L)), "dose_log_frobenius": np.empty((A, L)),
-               **{key: np.empty((draws, A, L)) for key in ("control_a", "control_b", "control_a_log_frobenius",
-                                                           "control_b_log_frobenius")}} for m in modes}
-    schur_bases, haar_bases = {}, {}  # the later layer's Q per mode and W per draw
-    layers = range(L - 1, -1, -1)
-    for layer in progress(layers) if progress else layers:
-        last = layer == L - 1
+    sweep = _Sweep(modes, alphas, Js.shape[0], Js.shape[1], check_rank(rank, Js.shape[1]), power, draws, seed, device)
+    # layers streamed backward so each Schur form is computed once and no per-layer factors are stored
+    forms, layers = _schur_forms(Js, modes, workers, threads), range(Js.shape[0] - 1, -1, -1)
+    try:
+        for layer in progress(layers) if progress else layers:
+            sweep.push(layer, *next(forms))
+    finally:
+        forms.close()  # stops the Schur-form workers
+    return sweep.out
+
+
+class _Sweep:
+    """The running products of :func:`schur_dose_responses`: one per (mode, construction, draw,
+    alpha), and the results they fill, layer by layer from the last."""
+
+    def __init__(self, modes, alphas, L, d, rank, power, draws, seed, device):
+        self.modes, self.alphas, self.L, self.d, self.power, self.draws, self.seed, self.device = (
+            modes, alphas, L, d, power, draws, seed, device)
+        self.fast = fast = d >= TORCH_MIN_WIDTH or device is not None
+        A = alphas.size
+        self.dose = {m: [SchurProduct(rank, fast) for _ in range(A)] for m in modes}
+        self.ctrl_a = {m: [[SchurProduct(rank, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+        self.ctrl_b = {m: [[SchurProduct(rank, fast) for _ in range(A)] for _ in range(draws)] for m in modes}
+        self.out = {m: {"alphas": alphas, "dose": np.empty((A, L)), "dose_log_frobenius": np.empty((A, L)),
+                        **{key: np.empty((draws, A, L)) for key in ("control_a", "control_b", "control_a_log_frobenius",
+                                                                    "control_b_log_frobenius")}} for m in modes}
+        self.schur_bases, self.haar_bases = {}, {}  # the later layer's Q per mode and W per draw
+
+    def array(self, x):
+        """NumPy below the torch width; else a float64 / complex128 tensor on the device."""
+        if not self.fast:
+            return np.asarray(x)
+        return torch_of(x) if self.device is None else torch_of(x).to(self.device)
+
+    def push(self, layer, formed, parts):
+        """Push one layer, given its Schur forms (``parts``: mode -> :func:`schur_parts`), into every
+        running product."""
+        assert formed == layer, (formed, layer)
+        last, alphas, fast, power = layer == self.L - 1, self.alphas, self.fast, self.power
         haar = {}  # draw -> (this layer's W, W_later^H W), shared by the modes
-        for mode in modes:
-            res = out[mode]
-            Q, D, N = schur_parts(Js[layer], mode=mode)
-            Q = array(Q)
-            c_q = None if last else schur_bases[mode].conj().T @ Q  # the basis change of dose and control A
-            schur_bases[mode] = Q
+        for mode in self.modes:
+            res = self.out[mode]
+            Q, D, N_host = parts.pop(mode)
+            Q, D, N = self.array(Q), self.array(D), self.array(N_host)
+            c_q = None if last else self.schur_bases[mode].conj().T @ Q  # the basis change of dose and control A
+            self.schur_bases[mode] = Q
 
             def triangle(X, alpha):
-                return array(_schur_triangle(D, X, alpha, mode))
+                return _schur_triangle(D, X, alpha, mode)
 
             # the last layer starts every product with a d x d SVD (at d = 4096 a minute each): the
             # dose's SVD of its triangle also starts control B, whose W T W^H shares it
             shared = [triangle_svd(triangle(N, alpha), fast) for alpha in alphas] if last else None
             for i, alpha in enumerate(alphas):
-                product = dose[mode][i]
+                product = self.dose[mode][i]
                 s, res["dose_log_frobenius"][i, layer] = (product.start(shared[i]) if last else
                                                           product.push(c_q, triangle(N, alpha)))
                 res["dose"][i, layer] = effective_rank(s, power=power)
-            for j in range(draws):
-                rng = np.random.default_rng([seed, j, layer])
-                R = random_strict_upper(N, rng)
+            for j in range(self.draws):
+                rng = np.random.default_rng([self.seed, j, layer])
+                R = self.array(random_strict_upper(N_host, rng))
                 if j not in haar:
-                    W = array(haar_unitary(d, rng))
-                    haar[j] = W, None if last else haar_bases[j].conj().T @ W
+                    W = (haar_unitary(self.d, rng, self.device) if self.device is not None else
+                         self.array(haar_unitary(self.d, rng)))
+                    haar[j] = W, None if last else self.haar_bases[j].conj().T @ W
                 c_w = haar[j][1]
                 for i, alpha in enumerate(alphas):
-                    a, b = ctrl_a[mode][j][i], ctrl_b[mode][j][i]
+                    a, b = self.ctrl_a[mode][j][i], self.ctrl_b[mode][j][i]
                     s, res["control_a_log_frobenius"][j, i, layer] = (
                         a.start(triangle_svd(triangle(R, alpha), fast)) if last else a.push(c_q, triangle(R, alpha)))
                     res["control_a"][j, i, layer] = effective_rank(s, power=power)
                     s, res["control_b_log_frobenius"][j, i, layer] = (b.start(shared[i]) if last else
                                                                       b.push(c_w, triangle(N, alpha)))
                     res["control_b"][j, i, layer] = effective_rank(s, power=power)
-        haar_bases = {j: W for j, (W, _) in haar.items()}
-    return out
+        self.haar_bases = {j: W for j, (W, _) in haar.items()}
+
+
+def _limit_threads(threads):
+    """A Schur-form worker's initializer: its BLAS threads."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(threads)
+
+
+def _schur_forms(Js, modes, workers, threads):
+    """Yield ``(layer, {mode: schur_parts})`` from the last layer to the first; with ``workers > 1``
+    computed ahead in worker processes (at most ``workers`` layers in flight: each form holds two
+    d x d complex matrices)."""
+    layers = range(len(Js) - 1, -1, -1)
+    if workers <= 1:
+        for layer in layers:
+            yield layer, {mode: schur_parts(Js[layer], mode=mode) for mode in modes}
+        return
+    import multiprocessing
+
+    per_worker = max(1, (threads or multiprocessing.cpu_count()) // workers)
+    # spawn: the parent may hold a CUDA context, which a forked child must not inherit
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_limit_threads,
+                             initargs=(per_worker,)) as pool:
+        pending, ahead = deque(), iter(layers)
+
+        def submit():
+            layer = next(ahead, None)
+            if layer is not None:
+                pending.append((layer, {mode: pool.submit(schur_parts, Js[layer], mode=mode) for mode in modes}))
+        for _ in range(workers):
+            submit()
+        while pending:
+            layer, futures = pending.popleft()
+            submit()
+            yield layer, {mode: future.result() for mode, future in futures.items()}
 
 
 def dose_response_table(result):

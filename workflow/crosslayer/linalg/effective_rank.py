@@ -90,7 +90,7 @@ def _rescale(log_scale, s):
     if top > 0:
         log_scale += math.log(top)
         s = s / top
-    values = s if isinstance(s, np.ndarray) else s.numpy()
+    values = s if isinstance(s, np.ndarray) else s.cpu().numpy()
     return log_scale, s, (values, log_scale + math.log(float(np.linalg.norm(values))) if top > 0 else -math.inf)
 
 

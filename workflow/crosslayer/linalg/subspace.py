@@ -4,6 +4,8 @@ Functions named ``*_overlap`` return the mean cosine of the principal angles bet
 k-dimensional subspaces, a float (or array of floats) in [0, 1].
 """
 
+import functools
+
 import numpy as np
 from scipy.sparse.linalg import svds
 
@@ -130,6 +132,7 @@ def top_singular_subspaces(M, k, *, method="arpack", seed=0):
     return U[:, :k], s, V[:, :k]
 
 
+@functools.lru_cache(maxsize=16)  # a spectra job asks twice (J and J - I) for the same numbers
 def random_overlap_baseline(d, k, *, draws=1000, seed=0):
     """Overlap expected between two independent Haar-random k-dim subspaces of R^d.
 
