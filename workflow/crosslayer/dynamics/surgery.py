@@ -5,12 +5,14 @@ norm, and a Haar-random unitary basis).
 """
 
 import math
+import multiprocessing
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import scipy.linalg
 from scipy.stats import unitary_group
+from threadpoolctl import threadpool_limits
 
 from crosslayer.linalg.arrays import check_square, check_stack, strip_identity
 from crosslayer.linalg.effective_rank import (
@@ -333,8 +335,6 @@ class _Sweep:
 
 def _limit_threads(threads):
     """A Schur-form worker's initializer: its BLAS threads."""
-    from threadpoolctl import threadpool_limits
-
     threadpool_limits(threads)
 
 
@@ -347,8 +347,6 @@ def _schur_forms(Js, modes, workers, threads):
         for layer in layers:
             yield layer, {mode: schur_parts(Js[layer], mode=mode) for mode in modes}
         return
-    import multiprocessing
-
     per_worker = max(1, (threads or multiprocessing.cpu_count()) // workers)
     # spawn: the parent may hold a CUDA context, which a forked child must not inherit
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_limit_threads,

@@ -207,13 +207,11 @@ def record_residual_stream(
                     ids[j, : lengths[row]] = samples[row]
                     mask[j, : lengths[row]] = 1
                 state["last"] = torch.as_tensor(lengths[rows] - 1, device=device)
-                state["acts"] = torch.full((len(rows), *acts.shape[1:]), torch.nan, device=device)
-                if token_inputs is not None:
-                    state["tokens"] = torch.full((len(rows), *token_inputs.shape[1:]), torch.nan, device=device)
+                kept = {"acts": acts} | ({"tokens": token_inputs} if token_inputs is not None else {})
+                state |= {name: torch.full((len(rows), *a.shape[1:]), torch.nan, device=device) for name, a in kept.items()}
                 base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
-                acts[rows] = state["acts"].cpu().numpy()
-                if token_inputs is not None:
-                    token_inputs[rows] = state["tokens"].cpu().numpy()
+                for name, array in kept.items():
+                    array[rows] = state[name].cpu().numpy()
                 if progress is not None:
                     progress(min(start + batch_size, len(samples)), len(samples))
     finally:
