@@ -234,7 +234,8 @@ def _paper_004(context, stages, samples, tokens, full_samples):
             means.append(J.double().mean(0).cpu().numpy())
             first = J if first is None else first
         if "jacobians" in stages:
-            add("004", "jacobians", f"closed form, {layers} layers x {samples} samples", seconds, layers * samples, full)
+            add("004", "jacobians", f"closed form, {layers} layers x {samples} samples", seconds, layers * samples,
+                full)
     if "per_sample_stats" in stages:
         _per_sample_stats(first, add, time, full)
     Js = np.stack(means) if means else None

@@ -277,7 +277,8 @@ def test_surgery_on_a_device_equals_the_host_path(width):
     device = schur.schur_dose_responses(Js, **kw, device="cpu")
     for mode in schur.SCHUR_MODES:
         for key in SURGERY_KEYS:
-            np.testing.assert_allclose(device[mode][key], host[mode][key], rtol=1e-9, atol=1e-9, err_msg=f"{mode} {key}")
+            np.testing.assert_allclose(device[mode][key], host[mode][key], rtol=1e-9, atol=1e-9,
+                                       err_msg=f"{mode} {key}")
 
 
 def test_schur_forms_computed_ahead_in_worker_processes_equal_in_process_ones():

@@ -84,7 +84,8 @@ def test_batched_pair_equals_two_calls_of_the_per_matrix_route(batched_on_cpu, m
     # per-matrix route: near-identity, ill-conditioned J - I, complex, a tiny J - I, a singular J
     d, rng = 40, np.random.default_rng(31)
     J = np.concatenate([random_layers(3, d, seed=30), conditioned(2, d, 1e5, seed=32) + np.eye(d),
-                        np.eye(d) + 1e-4 * rng.standard_normal((1, d, d)), np.diag(np.r_[2 * np.ones(d - 1), 0.0])[None]])
+                        np.eye(d) + 1e-4 * rng.standard_normal((1, d, d)),
+                        np.diag(np.r_[2 * np.ones(d - 1), 0.0])[None]])
     cplx = random_layers(2, d, seed=33) + 0.1j * rng.standard_normal((2, d, d)) / np.sqrt(d)
     for stack in (J, cplx):
         got = cond.per_sample_stats_pair(torch.from_numpy(stack), chunk=3)

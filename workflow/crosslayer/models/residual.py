@@ -174,7 +174,7 @@ def record_residual_stream(
 
     # the current batch: "last" (B,) positions of the last real tokens, and device buffers the hooks
     # fill ("acts" (B, 2L, d), "tokens" (B, L, width)): one copy to the host per batch, not one per hook
-    state = {}
+    state, kept = {}, {"acts": acts} | ({"tokens": token_inputs} if token_inputs is not None else {})
 
     def at_last(t):  # (B, T, w) -> float32 (B, w) at each sample's last real token, on the device
         return t[torch.arange(t.shape[0], device=t.device), state["last"]].detach().to(torch.float32)
@@ -207,8 +207,8 @@ def record_residual_stream(
                     ids[j, : lengths[row]] = samples[row]
                     mask[j, : lengths[row]] = 1
                 state["last"] = torch.as_tensor(lengths[rows] - 1, device=device)
-                kept = {"acts": acts} | ({"tokens": token_inputs} if token_inputs is not None else {})
-                state |= {name: torch.full((len(rows), *a.shape[1:]), torch.nan, device=device) for name, a in kept.items()}
+                state |= {name: torch.full((len(rows), *a.shape[1:]), torch.nan, device=device)
+                          for name, a in kept.items()}
                 base(input_ids=ids.to(device), attention_mask=mask.to(device), use_cache=False)
                 for name, array in kept.items():
                     array[rows] = state[name].cpu().numpy()
