@@ -279,6 +279,12 @@ def _per_sample_stats(J, add, time, full):
             + ("" if name == "per_sample_stats" else ", not counted"), t, len(J), full, name == "per_sample_stats")
     difference = np.max(np.abs(kappas["per_sample_other"] / kappas["per_sample_stats"] - 1))
     print(f"  the two routes' condition numbers differ by at most {difference:.1e} relative", flush=True)
+    if device == "cuda":  # the faster precision a user may choose (per_sample_dtype: float32), and its error
+        t, single = time(lambda: conditioning.per_sample_stats_pair(J, dtype="float32"))
+        errors = {name: float(np.max(np.abs(single[name] / stats[name] - 1))) for name in single
+                  if not name.startswith("condition_path")}
+        add("004", "per_sample_f32", f"the same in float32 (per_sample_dtype), not counted; relative error vs float64: "
+            + ", ".join(f"{name} {error:.1e}" for name, error in errors.items()), t, len(J), full, False)
 
 
 def _schur(Js, context, workers):
