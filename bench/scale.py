@@ -83,7 +83,6 @@ def _model(family, d_model, d_ff, n_heads, n_kv_heads, layers, tokens, device):
         config = transformers.LlamaConfig(num_key_value_heads=n_kv_heads, **common)
     else:
         config = transformers.GPTNeoXConfig(use_parallel_residual=True, hidden_act="gelu", **common)
-    config._attn_implementation = "eager"  # as the coupling stage loads models (autograd through attention)
     return transformers.AutoModelForCausalLM.from_config(config).to(torch.float32).eval().to(device)
 
 
@@ -128,7 +127,10 @@ def bench_scale(family="llama", d_model=None, d_ff=None, n_heads=None, n_kv_head
                "threads": torch.get_num_threads(), "workers": workers}
     _weights_papers(context, {"alignment"} & set(stages), n_heads, n_kv_heads)  # the papers in order
     if {"coupling_depth", "coupling_token"} & set(stages):
+        default = model.config._attn_implementation
+        model.set_attn_implementation("eager")  # as the coupling stage loads models (autograd through attention)
         _paper_002(context, stages, prompt_tokens)
+        model.set_attn_implementation(default)
     _weights_papers(context, {"continuity"} & set(stages), n_heads, n_kv_heads)
     if set(PAPER_STAGES["004"]) & set(stages):
         _paper_004(context, stages, samples, tokens, full_samples)
