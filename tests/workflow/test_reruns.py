@@ -71,6 +71,8 @@ CHANGES = {
     "dynamics.schur.alphas": [0.0, 1.0],
     "dynamics.schur.draws": 2,
     "dynamics.schur.modes": ["J"],
+    "dynamics.schur.device": "cuda",
+    "dynamics.schur.workers": 2,
     "dynamics.chunk_mb": 17,
     "dynamics.per_sample_dtype": "float32",
     "dynamics.condition_number": False,

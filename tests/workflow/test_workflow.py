@@ -510,3 +510,18 @@ def test_claims_give_every_claim_a_verdict_from_the_runs_own_tables(tiny_run):
     assert list(published.columns) == ["paper", "section", "model", "quantity", "published", "ours", "difference",
                                        "rows", "missing"]
     assert set(published["model"]) <= {"toy", "transformer_ablations"}  # the tiny models are in no paper
+
+
+def test_schur_forms_in_worker_processes_give_the_same_table_in_a_real_job(tiny_run, tmp_path):
+    # dynamics.schur.workers spawns processes, which import the job's script again: the script's guard
+    # keeps them from running the job (or reopening its log). Forced in a copy of the finished run.
+    import shutil
+
+    table = "results/dynamics/tiny-gelu/step8.schur.tsv"
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run, symlinks=True)
+    config = overlay(tmp_path / "workers.yaml", "dynamics: {schur: {workers: 2}}\n")
+    snakemake(run, "--force", table, "--cores", "2", "--configfile", str(TINY), config)
+    assert (run / table).read_bytes() == (tiny_run / table).read_bytes()
+    log = (run / "logs/schur_surgery/tiny-gelu/step8.log").read_text()
+    assert log.count("rule schur_surgery") == 1 and "layers (last first): 100%" in log

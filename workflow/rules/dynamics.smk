@@ -90,9 +90,7 @@ rule schur_surgery:
     threads: DYNAMICS["threads"]
     resources:
         gpu=get_gpu_request(DYNAMICS["schur"]["device"]),
-    params:
-        device=DYNAMICS["schur"]["device"],
-        workers=DYNAMICS["schur"]["workers"],
+    params:  # dynamics.schur.device and .workers are read from the config: speed only, they re-run nothing
         alphas=DYNAMICS["schur"]["alphas"],
         draws=DYNAMICS["schur"]["draws"],
         modes=DYNAMICS["schur"]["modes"],
