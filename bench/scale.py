@@ -305,7 +305,7 @@ def _schur(Js, context, workers):
     t_forms, forms = _timed(lambda: list(_schur_forms(stack, SCHUR_MODES, workers, context["threads"])), 1)
     t_forms /= len(stack)
     Q, D, N = (torch_of(x).to(device) for x in forms[0][1]["J"])
-    t_haar, _ = time(lambda: haar_unitary(d_model, rng, device))
+    t_haar, _ = time(lambda: haar_unitary(d_model, rng, None if device == "cpu" else device))  # the stage's call
     T = _schur_triangle(D, N, 0.5)
     product = SchurProduct(rank, True)
     t_start, _ = time(lambda: product.start(triangle_svd(T, True)))  # the last layer: a d x d SVD
