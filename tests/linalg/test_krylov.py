@@ -67,11 +67,15 @@ def batched_on_cpu(monkeypatch):
     monkeypatch.setattr(cond, "BATCHED_DEVICES", ("cpu",))
 
 
+@pytest.mark.parametrize("complex_", [False, True])
 @pytest.mark.parametrize("residual", [False, True])
 @pytest.mark.parametrize("kappa", [3.0, 100.0, 1e4, 1e6])
-def test_batched_condition_numbers_equal_the_svd(kappa, residual, batched_on_cpu):
+def test_batched_condition_numbers_equal_the_svd(kappa, residual, complex_, batched_on_cpu):
     d = 64
     M = conditioned(5, d, kappa, seed=21)
+    if complex_:  # U diag(s) V^H with complex unitary factors: the same singular values
+        phases = np.exp(2j * np.pi * np.random.default_rng(22).random((5, d)))
+        M = M * phases[:, None, :]
     J = M + np.eye(d) if residual else M
     ref = cond.per_sample_stats(J, residual=residual)["condition_number"]
     got = cond.per_sample_stats(torch.from_numpy(J), residual=residual, chunk=2)
