@@ -102,7 +102,7 @@ def _torch_frobenius(block):
 def _torch_participation(block, fro, gram=None):
     """(b,) float64 ``||J||_F^4 / ||J^H J||_F^2`` of a chunk, given its Frobenius norms (and its
     Gram matrices ``J^H J`` when already formed)."""
-    gram_fro = _torch_frobenius(block.mH @ block if gram is None else gram)
+    gram_fro = _torch_frobenius(_gram(block) if gram is None else gram)
     return fro**4 / gram_fro**2  # 0 / 0 = NaN for J = 0, like the NumPy path
 
 
@@ -225,7 +225,7 @@ def _torch_condition(block, gram=None, gram_error=None, route=None):
     torch = sys.modules["torch"]  # only reached with a tensor, so torch is loaded
 
     if block.real.dtype == torch.float64 and block.device.type in BATCHED_DEVICES:
-        return _batched_condition(block, block.mH @ block if gram is None else gram, gram_error)
+        return _batched_condition(block, _gram(block) if gram is None else gram, gram_error)
     return _sequential_condition(block, gram, gram_error, route)
 
 
@@ -256,7 +256,7 @@ def _sequential_condition(block, gram=None, gram_error=None, route=None):
         s = torch.linalg.svdvals(block)[:, [0, -1]].double().cpu().numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
             return s[:, 0] / s[:, 1], np.full(len(s), CONDITION_PATHS.index("svd"), np.int8), None
-    gram = block.mH @ block if gram is None else gram
+    gram = _gram(block) if gram is None else gram
     route = {"inverse_first": False} if route is None else route
     b, d = block.shape[0], block.shape[-1]
     top2, smax, smin, path = np.empty(b), np.empty(b), np.empty(b), np.empty(b, np.int8)
