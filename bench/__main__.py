@@ -39,6 +39,10 @@
             coupling).
 ``digests`` what checking checkpoints' sha256 digests costs a finished run (full hashes, stat checks,
             against the run's job-seconds) and a 7B checkpoint (from the sha256 GB/s measured here).
+``calibration`` how often each verdict test of the claims engine errs: false "holds" and false
+            "contradicted" on planted nulls at every unit count the default and the suites meet,
+            and power at a one-sd effect, through the engine's own interval and rule functions;
+            each claim with its test (the table in docs/claims.md).
 ``scale``   paper-scale rehearsal of every paper on a random 8B-shaped stack (Llama-3.1-8B's
             layer: d 4096, d_ff 14336, GQA 32/8; ``--family gpt_neox``: Pythia-6.9B's), built a
             few layers deep: seconds of each paper's heavy stages on real shapes (004: dynamics
@@ -49,6 +53,7 @@
 
 import argparse
 
+from bench.calibration import bench_calibration
 from bench.digests import bench_digests
 from bench.jacobians import bench_coupling, bench_jacobian
 from bench.scale import PAPER_STAGES, SCALE_STAGES, SHAPES, bench_scale
@@ -121,6 +126,9 @@ def _parser():
     scale.add_argument("--workers", type=int, default=1, help="Schur-form processes (dynamics.schur.workers)")
     scale.add_argument("--papers", nargs="+", choices=sorted(PAPER_STAGES), default=sorted(PAPER_STAGES))
     scale.add_argument("--stages", nargs="+", choices=SCALE_STAGES, default=None, help="default: the papers' stages")
+    cal = sub.add_parser("calibration", help="false-decision rates of the claims' verdicts on planted nulls")
+    cal.add_argument("--draws", type=int, default=2000)
+    cal.add_argument("--confidence", type=float, default=0.95)
     dig = sub.add_parser("digests")
     dig.add_argument("--run", default=".", help="a finished run's working directory")
     dig.add_argument("--seconds", type=float, default=None, help="the run's wall time, to compare with")
@@ -163,6 +171,8 @@ def main(argv=None):
                     layers=args.layers, samples=args.samples, tokens=args.tokens, prompt_tokens=args.prompt_tokens,
                     full_layers=args.full_layers, full_samples=args.full_samples, checkpoints=args.checkpoints,
                     device=args.device, threads=args.threads, stages=stages, workers=args.workers)
+    if args.what == "calibration":
+        bench_calibration(draws=args.draws, confidence=args.confidence)
     if args.what == "digests":
         bench_digests(args.run, args.seconds)
     if args.what == "permutation":

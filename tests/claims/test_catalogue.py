@@ -25,6 +25,7 @@ from crosslayer.claims.catalogue import (
     parse_catalogue,
 )
 from crosslayer.claims.engine import evaluate
+from crosslayer.claims.kinds.units import layer_share
 from crosslayer.claims.readers import reader
 
 CATALOGUES = {paper: load_catalogue(paper) for paper in catalogue_papers()}
@@ -231,10 +232,10 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
         sel.update({c: ends[s] for c, s in sel.items() if isinstance(s, str) and s in SELECTORS})
     noise = (0.05 if size is None else 0.001) if claim.direction != "==" else margin / 10
 
-    def values(state):  # `state` in [0, 1]: that share of units on the indicator's true side (or the raw level)
-        if cut is None:
+    def values(state, jitter=0):  # `state` in [0, 1]: that share of units on the indicator's true side (or the raw
+        if cut is None:           # level); `jitter` more true units (models apart); which units, at random
             return state + rng.normal(scale=noise, size=n_units)
-        true = np.arange(n_units) < round(n_units * state)
+        true = rng.permutation(np.arange(n_units) < min(n_units, max(0, round(n_units * state) + jitter)))
         return cut + (1 if claim.indicator.op in (">", ">=") else -1) * np.where(true, 0.1, -0.1)
 
     def level(direction):  # a mean at one selection, or the after of a ratio: on its side of `value`
@@ -245,13 +246,14 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
         return value + (0.2 if claim.kind == "threshold" or claim.statistic == "ratio_of_means" else 1) * direction
 
     rows = []
-    for model, (direction, _) in models.items():
+    for index, (model, (direction, _)) in enumerate(models.items()):
+        jitter = index % 3 if claim.unit == "model" else 0  # models as units: not all alike
         # a contrast at the paper's size: group a changes (or sits) by `size`, group b not at all
         size = size if not claim.groups or size is None or direction == up else 0.0
         # units: one per row, or (a unit of whole models) the rows of one model, indexed by `within`
         # (a trend across models: one model per unit, its finer rows added below)
         finer = claim.within[0] if claim.unit == "model" and claim.within and claim.kind != "trend" else claim.unit
-        base = {"model": model, finer: [f"u{i}" for i in range(n_units)], **dict(claim.where)}
+        base = {"model": model, finer: unit_labels(claim, finer, n_units), **dict(claim.where)}
         if claim.kind == "trend":
             x = np.arange(n_units, dtype=float)
             r = 0.99 * direction if size is None else size  # the correlation to plant
@@ -270,7 +272,8 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
         elif claim.before and claim.statistic == "ratio_of_means":
             start = 1.0 + rng.normal(scale=noise, size=n_units)
             rows.append(pd.DataFrame({**base, **selections["before"], claim.column: start}))
-            rows.append(pd.DataFrame({**base, **selections["after"], claim.column: start * level(direction)}))
+            rows.append(pd.DataFrame({**base, **selections["after"], claim.column: start * level(direction)
+                                      + rng.normal(scale=noise, size=n_units)}))
         elif claim.before:  # a change: raw values by 1 (or `size`), or indicators 0.25 -> 1 (rise) / 0.75 -> 0 (fall)
             if cut is None:  # an absent change (==): none, or ten margins
                 start, end = 0.0, (level(direction) if claim.direction == "==" else
@@ -280,11 +283,11 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
             else:
                 start, end = (0.25, 1.0) if direction > 0 else (0.75, 0.0) if direction < 0 else (0.5, 0.5)
             rows.append(pd.DataFrame({**base, **selections["before"], claim.column: values(start)}))
-            rows.append(pd.DataFrame({**base, **selections["after"], claim.column: values(end)}))
+            rows.append(pd.DataFrame({**base, **selections["after"], claim.column: values(end, jitter)}))
         else:  # values at one selection: a threshold's mean, or a contrast's groups either side
             centre = level(direction) if claim.kind == "threshold" else (
                 (size if size is not None else 1.0) * (direction > 0) if claim.unit == "model" else 0.2 * direction)
-            rows.append(pd.DataFrame({**base, **selections["at"], claim.column: values(centre)}))
+            rows.append(pd.DataFrame({**base, **selections["at"], claim.column: values(centre, jitter)}))
     table = pd.concat(rows, ignore_index=True)
     for column in claim.within:  # finer rows of one unit: the same values twice, averaged back
         if column != finer:
@@ -300,6 +303,18 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     return tables
 
 
+def unit_labels(claim, column, n):
+    """``n`` labels of units in ``column``: layer pairs or boundaries where the claim's reader says
+    its units share layers (so that the engine can tell which), else ``u0, u1, ...``."""
+    share = layer_share(claim) if column == claim.unit else None
+    if share is None:
+        return [f"u{i}" for i in range(n)]
+    layers = 2
+    while len(share.labels(layers)) < n:
+        layers += 1
+    return share.labels(layers)[:n]
+
+
 def nested(claim):
     """Why the claim's column is not independent over its units (its reader says), or ""."""
     return dict(reader(claim.table).nested).get(claim.column, "") if claim.unit != "model" else ""
@@ -313,7 +328,10 @@ def test_the_engine_applies_the_papers_direction(claim):
         return
     # an absent correlation shows inside its margin only over many units (24 leave rho +- 0.35)
     units = 200 if claim.kind == "trend" and claim.direction == "==" else 24
-    for side, expected in ((1, "holds"), (-1, "contradicted")):
+    # a fraction above 0 has no other side: none of its units is read against the size its words state
+    bounded = claim.indicator is not None and claim.kind == "threshold" and claim.value == 0
+    other = "contradicted" if not bounded or (claim.magnitude and claim.magnitude.words) else "inconclusive"
+    for side, expected in ((1, "holds"), (-1, other)):
         verdict = evaluate(claim, planted(claim, side, n_units=units), n_boot=500)
         assert verdict.verdict == expected, f"{claim.id} ({claim.section}: {claim.quote!r}): {verdict.reason}"
 

@@ -12,7 +12,7 @@ import pandas as pd
 from crosslayer.claims.records import OPS, SELECTORS, Lookup, PerModel
 
 __all__ = ["Missing", "Decided", "models_in_scope", "require_table", "values_at", "unit_values", "change", "resolve",
-           "paper_size", "repo_of", "untrained_step", "number", "lookup", "pooled", "enough", "where_at",
+           "paper_size", "repo_of", "untrained_step", "number", "lookup", "enough", "where_at",
            "where_text", "all_models"]
 
 
@@ -195,12 +195,6 @@ def lookup(lookup, data, model, claim):
         raise ValueError(
             f"claim {claim.id}: {lookup.table} holds several {lookup.column} for {model}: {found.tolist()}")
     return found[0].item() if hasattr(found[0], "item") else found[0]
-
-
-def pooled(models, measure):
-    """Per-unit values of every model, NaN left out, as one float array."""
-    values = pd.concat([measure(m) for m in models]).to_numpy(float)
-    return values[~np.isnan(values)]
 
 
 def enough(claim, n, group, values=None):

@@ -4,18 +4,19 @@ long form of each checkpoint's layer-pair overlaps (``mlp_alignment``'s ``step{s
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.readers.base import Reader
+from crosslayer.claims.readers.base import BOUNDARIES, PAIRS, Reader
 from crosslayer.npz import open_npz
 
 _SUMMARY = "results/alignment/{model}/{name}.tsv"
 _SPACES = ("left", "right", "cross")
 
 
-def _summary(name, units=()):
+def _summary(name, units=(), shares=None):
     """A reader of ``summarize_alignment``'s per-model table `name` (tab-separated, one file)."""
     def read(root, model, steps):
         return pd.read_csv(root / _SUMMARY.format(model=model, name=name), sep="\t")
-    return Reader(f"alignment/{name}", "alignment", (_SUMMARY.replace("{name}", name),), read, units=units)
+    return Reader(f"alignment/{name}", "alignment", (_SUMMARY.replace("{name}", name),), read, units=units,
+                  shares=shares)
 
 
 def _pairs(root, model, steps):
@@ -32,7 +33,9 @@ def _pairs(root, model, steps):
 
 
 READERS = (
-    _summary("adjacent", units=("boundary",)), _summary("cascade", units=("boundary",)),
+    _summary("adjacent", units=("boundary",), shares=((), BOUNDARIES)),
+    _summary("cascade", units=("boundary",), shares=((), BOUNDARIES)),
     *(_summary(name) for name in ("table1", "cascade_fit", "baseline")),
-    Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs, units=("pair",)),
+    Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs, units=("pair",),
+           shares=((), PAIRS)),
 )

@@ -14,7 +14,7 @@ reshape (one row per projection, space and layer boundary) and select columns.
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.readers.base import Reader
+from crosslayer.claims.readers.base import BOUNDARIES, Reader
 from crosslayer.npz import open_npz
 
 _STEP_NPZ = "results/continuity/{model}/step{step}.npz"
@@ -145,10 +145,12 @@ def _ablation_boundaries(root, model, steps):
 
 
 READERS = (
-    Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",)),
-    Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",)),
+    Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",),
+           shares=((), BOUNDARIES)),
+    Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",), series=True),
     Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy, units=("seed",)),
     Reader("toy/stacks", "toy", (_TOY_FINAL,), _toy_stacks, units=("seed",)),
     Reader("ablations/runs", "transformer_ablations", (_ABLATIONS,), _ablation_runs),
-    Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",)),
+    Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",),
+           shares=((), BOUNDARIES)),
 )

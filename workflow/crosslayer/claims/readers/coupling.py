@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.readers.base import Reader
+from crosslayer.claims.readers.base import PAIRS, Reader
 from crosslayer.evaluation.tables import coupling_and_loss
 from crosslayer.npz import open_npz
 
@@ -209,9 +209,10 @@ READERS = (
     Reader("coupling/prompts", "coupling", (_TSV.replace("{name}", "prompts"),), _prompts, units=("prompt",)),
     Reader("coupling/prompt_trajectories", "coupling", (_TSV.replace("{name}", "prompts"),), _prompt_trajectories,
            units=("prompt",)),
-    Reader("coupling/steps", "coupling", (_TSV.replace("{name}", "steps"),), _steps, units=("step",)),
+    Reader("coupling/steps", "coupling", (_TSV.replace("{name}", "steps"),), _steps, units=("step",), series=True),
     # the two orders of a layer pair are one unit (`layers`), not two (`pair`)
-    Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise, units=("layers",)),
+    Reader("coupling/depthwise", "coupling", (_TSV.replace("{name}", "depthwise"),), _depthwise, units=("layers",),
+           shares=((), PAIRS)),
     # a prompt's token pairs (`cell`) are not independent of each other: the prompt is the unit
     Reader("coupling/tokenwise_self", "coupling", (_NPZ,), _tokenwise_self, units=("prompt",)),
     # a prompt's fixed tokens are not independent of each other either
@@ -220,6 +221,6 @@ READERS = (
     Reader("coupling/predictors", "coupling", (_MODELS,), _predictors, units=("model",)),
     Reader("coupling/singular_values", "coupling", (_NPZ,), _singular_values, units=("prompt",)),
     Reader("coupling/over_training", "coupling", (_TSV.replace("{name}", "steps"), _HELDOUT), _over_training,
-           also=("evaluation",), units=("step",)),
+           also=("evaluation",), units=("step",), series=True),
     Reader("embedding_noise/prompts", "embedding_noise", (_NOISE,), _noise_prompts, units=("prompt",)),
 )

@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 import pandas as pd
 
-from crosslayer.claims.readers.base import Reader
+from crosslayer.claims.readers.base import BOUNDARIES, Reader
 
 _SPECTRA = "results/dynamics/{model}/step{step}.spectra.tsv"
 _REGIMES = "results/dynamics/{model}/regimes.tsv"
@@ -118,7 +118,7 @@ def _graph_power(rows):
 
 READERS = (
     Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
-           nested=(("cumulative_effective_rank", _NESTED),)),
+           nested=(("cumulative_effective_rank", _NESTED),), shares=(("forward_alignment",), BOUNDARIES)),
     Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
     Reader("dynamics/regimes", "dynamics", (_REGIMES,), _regimes),
     Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
