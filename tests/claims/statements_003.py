@@ -19,7 +19,7 @@ STATEMENTS = {
     # Res+None "develops only weak weight continuity": Res+ReLU above Res+None
     "003-toy-res-none-weak": ("change", ">", "far below"),
     # a rotation-preserving activation "fails to retain continuity": ReLU above Radial
-    "003-toy-radial-fails": ("change", ">", None),
+    "003-toy-radial-fails": ("change", ">", "fails to retain"),
     # "normalization distributes it across multiple directions": LN's sigma²-WA above ReLU's
     "003-toy-ln-distributes": ("change", ">", None),
     # "it collapses as layers' rotation frames drift apart": weight continuity falls after forming
@@ -33,7 +33,7 @@ STATEMENTS = {
     "003-o-output-space": ("change", ">", None),  # O "develop[s] output-space" continuity
     "003-toy-nores-weights-far-below": ("change", ">", "far below"),  # without residual: "far below"
     "003-toy-full-transfer": ("threshold", "==", None),  # weight = the cumulative gradient's direction: Delta ~ 0
-    "003-toy-drift-erases": ("change", ">", None),  # "drift erases it before reaching the weight"
+    "003-toy-drift-erases": ("change", ">", "erases"),  # "drift erases it before reaching the weight"
     "003-toy-radial-like-none": ("change", "==", None),  # Res+None and Res+Radial agree
     "003-toy-gradient-precedes": ("change", ">", None),  # "gradient continuity precedes weight continuity"
     "003-toy-init-scale": ("change", ">", None),  # "shrinking the initialization ... recovers"

@@ -12,6 +12,7 @@ from tiny_checkpoints import save_checkpoint
 from crosslayer.alignment.measure import AlignmentSettings, measure_checkpoint
 from crosslayer.alignment.tables import load_alignment, summarize_model
 from crosslayer.claims.catalogue import load_catalogue
+from crosslayer.claims.engine import evaluate
 from crosslayer.claims.readers import READERS, files_of, read_tables, reader
 
 STEPS = (0, 5, 9)
@@ -85,3 +86,22 @@ def test_a_model_without_rows_leaves_its_table_out(run, tmp_path):
     (tmp_path / "results/alignment/x").mkdir(parents=True)
     (tmp_path / "results/alignment/x/adjacent.tsv").write_text("step\tboundary\tleft\tright\tcross\n")
     assert read_tables(tmp_path, {"alignment/adjacent": {"x": [0]}}) == {}
+
+
+def test_the_cascade_ranks_a_boundary_that_never_peaks_last_and_says_where_it_is_read(run, tmp_path):
+    out = tmp_path / "results/alignment/m"
+    out.mkdir(parents=True)
+    pd.DataFrame({"boundary": [0, 1, 2, 3], "distance_from_final": [3, 2, 1, 0],
+                  "first_peak_step": [np.nan, 50, 50, 10], "overlap_at_reference": [0.1, 0.2, 0.3, 0.4]}).to_csv(
+        out / "cascade.tsv", sep="\t", index=False)
+    fit = pd.DataFrame({"reference_step": [100], "n_boundaries": [4], "pearson_r": [-0.9], "pearson_p": [0.1]})
+    fit.to_csv(out / "cascade_fit.tsv", sep="\t", index=False)
+    table = read_tables(tmp_path, {"alignment/cascade": {"m": [0, 10, 50, 100]}})["alignment/cascade"]
+    assert table["first_peak_step"].tolist() == [101, 50, 50, 10]  # after the last checkpoint, not left out
+    assert set(table["reference_step"]) == {100} and set(table["last_step"]) == {100}
+    # read at the last checkpoint (a model with one, or a reference step at its end): not early training
+    claim = CATALOGUE.claim("000-cascade-magnitude")
+    verdict = evaluate(claim, {"alignment/cascade": table.assign(distance_from_final=[3, 2, 1, 0])})
+    assert verdict.verdict == "not testable" and "not early in training" in verdict.reason
+    earlier = table.assign(reference_step=50)
+    assert evaluate(claim, {"alignment/cascade": earlier}).verdict != "not testable"

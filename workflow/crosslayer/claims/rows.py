@@ -67,6 +67,10 @@ def values_at(claim, data, model, selection):
         rows = rows[rows[column] == value]
     if rows.empty:
         raise Missing(f"{claim.table} has no rows for {model}" + where_text(claim))
+    if claim.early and {"reference_step", "last_step"} <= set(rows.columns) and \
+            (rows["reference_step"] >= rows["last_step"]).all():  # a table read at one step of its own
+        raise Missing(f"{model}: its rows are read at step {rows['reference_step'].iloc[0]}, its last checkpoint, "
+                      "not early in training; the claim needs an earlier one (a reference_step before the last)")
     for column, selector in selection:
         require_table(data, claim.table, [column])
         value = resolve(selector, rows[column], data, model, claim)

@@ -21,6 +21,7 @@ from scipy import stats
 from crosslayer.claims.kinds.units import Estimate, gather, jackknife_interval, layer_share
 from crosslayer.claims.readers import READERS
 from crosslayer.claims.rows import Decided, Missing, enough, values_at, where_at
+from crosslayer.claims.rule import decide
 
 __all__ = ["correlation", "permutation_p", "change_permutation_p", "fisher_interval", "trend_estimate",
            "swappable", "is_series"]
@@ -237,8 +238,6 @@ def _permutation_gate(claim, low, high, confidence, n, p_value, how=""):
     """Why an interval that excludes no association (or no change) still leaves the verdict open:
     the one-sided permutation p-value (``p_value(side)``, at the interval's side) is above
     (1 - confidence) / 2; "" where it is not, or where the interval decides nothing."""
-    from crosslayer.claims.rule import decide
-
     if claim.value != 0 or claim.direction == "==" or decide(low, high, claim.direction, 0.0) == "inconclusive":
         return ""
     p, alpha = p_value(1 if low > 0 else -1), (1 - confidence) / 2

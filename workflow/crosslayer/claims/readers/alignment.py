@@ -19,6 +19,19 @@ def _summary(name, units=(), shares=None):
                   shares=shares)
 
 
+def _cascade(root, model, steps):
+    """The per-boundary cascade table with the step its overlaps are read at (``reference_step``,
+    from the cascade fit) and the model's last checkpoint (``last_step``), for claims about early
+    training; a boundary whose overlap never peaks within the run (``first_peak_step`` NaN) peaks
+    after its last checkpoint, so it ranks after every boundary that did instead of dropping out of
+    the order (step: one past the last)."""
+    table = pd.read_csv(root / _SUMMARY.format(model=model, name="cascade"), sep="\t")
+    fit = pd.read_csv(root / _SUMMARY.format(model=model, name="cascade_fit"), sep="\t")
+    last = max(steps) if steps else table["first_peak_step"].max()
+    return table.assign(first_peak_step=table["first_peak_step"].fillna(last + 1),
+                        reference_step=fit["reference_step"].iloc[0], last_step=last)
+
+
 def _pairs(root, model, steps):
     """One row per checkpoint and layer pair a < b: the overlaps of the three subspaces."""
     rows = []
@@ -34,7 +47,8 @@ def _pairs(root, model, steps):
 
 READERS = (
     _summary("adjacent", units=("boundary",), shares=((), BOUNDARIES)),
-    _summary("cascade", units=("boundary",), shares=((), BOUNDARIES)),
+    Reader("alignment/cascade", "alignment", tuple(_SUMMARY.replace("{name}", n) for n in ("cascade", "cascade_fit")),
+           _cascade, units=("boundary",), shares=((), BOUNDARIES)),
     *(_summary(name) for name in ("table1", "cascade_fit", "baseline")),
     Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs, units=("pair",),
            shares=((), PAIRS)),
