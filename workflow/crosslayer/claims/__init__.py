@@ -7,15 +7,16 @@ taken over (:mod:`crosslayer.claims.catalogue` reads and validates it). One engi
 (:func:`crosslayer.claims.engine.evaluate`) turns a claim and the tables a reader hands over (pandas
 DataFrames keyed by table name) into a :class:`~crosslayer.claims.engine.Verdict`.
 
-Verdicts, the same rule for every kind of comparison (a seeded percentile bootstrap interval over
-the units, expanded for few units: :func:`crosslayer.claims.engine.expanded_level`):
+Verdicts, the same rule for every kind of comparison (:mod:`crosslayer.claims.rule`) on the interval
+each kind gives (:mod:`crosslayer.claims.kinds`), its error rates measured on planted nulls
+(``python -m bench calibration``):
 
 ``holds``
     the interval lies entirely on the paper's side of its stated value;
 ``contradicted``
     the interval lies entirely on the other side;
 ``inconclusive``
-    the interval straddles the value (or the statistic is undefined, e.g. a constant column);
+    the interval straddles the value (or the statistic is undefined);
 ``not testable``
     the run lacks the comparison (no step 0, one checkpoint, one model of a family, too few units,
     a table or column absent), or the catalogue marks the claim beyond the workflow's tables; the
