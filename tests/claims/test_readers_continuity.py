@@ -3,6 +3,7 @@ code writes, as its rule scripts call it: each reader gives the catalogue's decl
 source's values, reshaped but not recomputed."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,7 @@ def _toy_run(root, runs, seeds, epochs=2):
             epochs_paths.append(folder / f"seed{seed}.epochs.tsv")
     long = stack_runs([pd.read_csv(p, sep="\t") for p in epochs_paths], statuses)
     final_table(long, statuses, list(runs)).to_csv(root / "results/toy/final.tsv", sep="\t", index=False)
+    np.savez(root / "results/toy/mnist.npz", y_train=_data()[1].numpy())  # the digits the runs trained on
 
 
 RUNS = {"res_relu": {"activation": "relu"}, "nores_none": {"activation": "none", "residual": False}}
@@ -112,11 +114,13 @@ def test_toy_epochs_are_every_seeds_epoch_table(tmp_path):
     frame = reader("toy/epochs").read(tmp_path, "toy", ())
     assert list(frame.columns) == declared("toy/epochs")
     assert len(frame) == 2 * 2 * 3  # runs x seeds x epochs 0..2
+    # the budget: epochs x mini-batches of 64 over the training digits, Adam steps the loop took
+    assert set(frame["adam_steps"]) == {2 * math.ceil(len(_data()[1]) / 64)}
     for run in RUNS:
         for seed in (0, 1):
             source = pd.read_csv(tmp_path / f"results/toy/{run}/seed{seed}.epochs.tsv", sep="\t")
             part = frame[(frame.run == run) & (frame.seed == seed)].reset_index(drop=True)
-            columns = [c for c in declared("toy/epochs") if c not in ("run", "seed")]
+            columns = [c for c in declared("toy/epochs") if c not in ("run", "seed", "adam_steps")]
             pd.testing.assert_frame_equal(part[columns], source[columns])
     # final.tsv is the mean of each seed's last epoch: the reader's rows give it back
     final = pd.read_csv(tmp_path / "results/toy/final.tsv", sep="\t").set_index("run")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from crosslayer.claims.catalogue import parse_catalogue
+from crosslayer.claims.catalogue import CatalogueError, parse_catalogue
 from crosslayer.claims.figures import VERDICT_COLORS, verdicts_figure
 from crosslayer.claims.report import figure_file, report_text
 from crosslayer.claims.verdicts import ALL_MODELS, published_table, readings, verdict_table
@@ -210,3 +210,35 @@ def test_a_paper_none_of_whose_claims_a_run_can_test_gets_its_line():
     table = verdict_table([SCOPED], data, {"t": ["a"]}, n_boot=300)
     table = table.astype({"claim": "string[pyarrow]", "verdict": "string[pyarrow]"})
     assert readings(table, [SCOPED])["999"] == "2 claims: not testable 2 (rise, anywhere)"
+
+
+BUDGETED = parse_catalogue({
+    "paper": "999", "title": "A paper", "tables": {**TABLES, "t": {"source": "s",
+                                                                "columns": ["model", "step", "unit", "y", "steps"]}},
+    "claims": [{**RISE, "stated_for": []}],
+    "budgets": {"t": {"column": "steps", "value": 1000, "cite": "Section 4: 1,000 steps"}},
+}, source="999.yaml")
+
+
+@pytest.mark.parametrize("trained, beyond", [(99, True), (100, False), (1000, False)])
+def test_the_papers_own_experiment_below_a_tenth_of_its_budget_is_beyond_its_scope(trained, beyond):
+    data = tables(rise_a=1.0, rise_b=1.0)
+    data["t"] = data["t"].assign(steps=trained)
+    table = verdict_table([BUDGETED], data, {"t": ["a", "b"]}, n_boot=300)
+    assert set(table["verdict"]) == {"holds"}  # the verdict is kept, its scope said
+    assert (~table["in_paper_scope"]).all() == beyond and set(table["out_of_scope"]) == {"budget" if beyond else ""}
+    line = readings(table, [BUDGETED])["999"]
+    if beyond:
+        assert table.loc[0, "reason"].startswith(f"beyond the paper's scope (trained {trained} steps per run, 9.9% of "
+                                                 "the paper's 1,000 (Section 4: 1,000 steps): below a tenth")
+        assert line == "1 claims: below the paper's budget 1 (rise)"
+    else:
+        assert line == "1 claims: holds 1 (rise)"
+
+
+def test_a_budget_names_a_declared_table_and_column():
+    document = {"paper": "999", "title": "A paper", "tables": TABLES, "claims": [RISE]}
+    for budgets in ({"t": {"column": "nothing", "value": 1, "cite": "x"}}, {"u": {"column": "y", "value": 1, "cite": "x"}},
+                    {"t": {"column": "y", "value": "many", "cite": "x"}}):
+        with pytest.raises(CatalogueError, match="budgets maps a declared table"):
+            parse_catalogue({**document, "budgets": budgets}, source="999.yaml")

@@ -63,7 +63,10 @@ Optional at the file's top level: ``paper_models``, the paper's models by hub re
 owner/repo}``), ``published``, the numbers the paper's text states for a model and
 checkpoint a suite runs, each ``{model, section, quantity, value, table, column, where, at, note}``
 (ours: the mean of ``column`` over the model's rows matching ``where`` and ``at``, selectors as in
-claims), and ``lost``, which numbers the stored text lost and so stay out.
+claims), ``lost``, which numbers the stored text lost and so stay out, and ``budgets``, the
+training budget the paper gives a run of its own experiments (``{table: {column, value, cite}}``:
+the column holding each run's own, e.g. Adam steps): a verdict on runs trained below a tenth of it
+is beyond the paper's scope.
 """
 
 import functools
@@ -72,7 +75,7 @@ from importlib import resources
 
 import yaml
 
-from crosslayer.claims.records import (DIRECTIONS, KINDS, OPS, SELECTORS, UNIT_NAMES, Catalogue, Claim, Groups,
+from crosslayer.claims.records import (DIRECTIONS, KINDS, OPS, SELECTORS, UNIT_NAMES, Budget, Catalogue, Claim, Groups,
                                       Indicator, Lookup, Magnitude, Margin, PerModel, Published, TableSpec)
 from crosslayer.stages import stage
 
@@ -101,7 +104,7 @@ _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "ta
                "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
                "requires", "note", "figure", "magnitude", "margin", "stated_for"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
-_OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models"}
+_OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models", "budgets"}
 _PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
 
 
@@ -203,7 +206,20 @@ def parse_catalogue(document, *, source):
     numbers = tuple(_parse_published(entry, paper, tables, f"claims catalogue {source}, published #{i}")
                     for i, entry in enumerate(published, start=1))
     return Catalogue(paper=paper, title=str(document["title"]), tables=tables, claims=tuple(claims),
-                     published=numbers, lost=str(document.get("lost", "")).strip(), paper_models=paper_models)
+                     published=numbers, lost=str(document.get("lost", "")).strip(), paper_models=paper_models,
+                     budgets=_parse_budgets(document.get("budgets") or {}, tables, f"claims catalogue {source}"))
+
+
+def _parse_budgets(budgets, tables, where):
+    """``budgets``: for a table of the paper's own runs, ``{column, value, cite}``."""
+    parsed = {}
+    for table, entry in budgets.items() if isinstance(budgets, dict) else [(None, budgets)]:
+        if table not in tables or not isinstance(entry, dict) or set(entry) != {"column", "value", "cite"} or \
+                entry["column"] not in tables[table].columns or not isinstance(entry["value"], (int, float)):
+            raise CatalogueError(f"{where}: budgets maps a declared table to {{column, value, cite}} with a column "
+                                 f"of it and a number, got {table!r}: {entry!r}")
+        parsed[table] = Budget(entry["column"], float(entry["value"]), str(entry["cite"]))
+    return parsed
 
 
 def _per_model(pairs, paper_models, where):

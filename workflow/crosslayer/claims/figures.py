@@ -65,8 +65,8 @@ def verdicts_figure(verdicts):
     ax.set_yticks(np.arange(len(claims) + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", lw=0.8)
     ax.tick_params(which="minor", length=0)
-    ax.set_title("The papers' claims on this run (blank: does not apply; *: a model the paper does not state "
-                 "the claim for)" if beyond else "The papers' claims on this run (blank: does not apply)", fontsize=9)
+    ax.set_title("The papers' claims on this run (blank: does not apply;\n*: beyond the paper's scope, a model it "
+                 "does not state the claim for or a run below a tenth of its budget)" if beyond else "The papers' claims on this run (blank: does not apply)", fontsize=9)
     ax.legend(handles=[Patch(color=VERDICT_COLORS[v], label=f"{_MARKS[v]} {v}") for v in VERDICTS],
               loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig

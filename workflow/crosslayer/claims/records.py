@@ -5,7 +5,7 @@ import operator
 from dataclasses import dataclass
 
 __all__ = ["KINDS", "DIRECTIONS", "OPS", "SELECTORS", "UNIT_NAMES", "Lookup", "PerModel", "Indicator", "Groups",
-           "Magnitude", "Margin", "Claim", "Published", "TableSpec", "Catalogue"]
+           "Magnitude", "Margin", "Claim", "Published", "TableSpec", "Catalogue", "Budget"]
 
 #: The comparison kinds and the statistics each computes.
 KINDS = {
@@ -256,6 +256,17 @@ class Published:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """The training budget the paper gives a run of its own experiments (the toy grid's Adam
+    steps, the ablations' steps): ``column`` of the table holds a run's own, ``value`` is the
+    paper's, ``cite`` where it says so."""
+
+    column: str
+    value: float
+    cite: str
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """One paper's catalogue file, parsed and validated."""
 
@@ -266,6 +277,7 @@ class Catalogue:
     published: tuple[Published, ...] = ()
     lost: str = ""
     paper_models: dict | None = None
+    budgets: dict | None = None  # table -> Budget: the paper's training budget of its own runs
 
     def claim(self, claim_id):
         """The claim with this id."""

@@ -18,9 +18,12 @@ ALL_MODELS = "all models"
 #: A paper's line: a claim judged only on models the paper does not state it for, where the run has
 #: the paper's own models for others.
 BEYOND = "only on other models"
+#: A paper's line: a claim about the paper's own experiment (the toy grid, the ablations) judged on
+#: runs trained below a tenth of the paper's budget.
+BELOW = "below the paper's budget"
 
-COLUMNS = ["paper", "claim", "section", "subject", "scope", "in_paper_scope", "statistic", "low", "high", "n",
-           "unit", "verdict", "direction", "magnitude", "paper_value", "reason"]
+COLUMNS = ["paper", "claim", "section", "subject", "scope", "in_paper_scope", "out_of_scope", "statistic", "low",
+           "high", "n", "unit", "verdict", "direction", "magnitude", "paper_value", "reason"]
 
 
 def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=2000, seed=0):
@@ -49,13 +52,15 @@ def verdict_table(catalogues, data, table_models, *, confidence=0.95, n_boot=200
             for subject, subset in _subjects(claim, data, table_models, per_model):
                 verdict = vars(evaluate(claim, subset, confidence=confidence, n_boot=n_boot, seed=seed,
                                         subject=subject))
-                outside = _beyond_scope(claim, subset)
-                if outside:
-                    verdict["reason"] = f"beyond the paper's scope ({outside}): {verdict['reason']}"
+                other = _beyond_scope(claim, subset)
+                short = "" if other else _beyond_budget(claim, subset, catalogue.budgets)
+                if other or short:
+                    verdict["reason"] = f"beyond the paper's scope ({other or short}): {verdict['reason']}"
                 rows.append({"section": claim.section, "scope": claim.scope if claim.testable else "",
-                             "in_paper_scope": not outside, **verdict})
+                             "in_paper_scope": not (other or short),
+                             "out_of_scope": "model" if other else "budget" if short else "", **verdict})
     table = pd.DataFrame(rows, columns=COLUMNS)
-    return table.astype({"n": int, "in_paper_scope": bool})
+    return table.astype({"n": int, "in_paper_scope": bool, "out_of_scope": str})
 
 
 def _beyond_scope(claim, data):
@@ -71,6 +76,22 @@ def _beyond_scope(claim, data):
         return ""
     named = ", ".join(r.split("/")[-1] for r in claim.stated_for)
     return f"{', '.join(others)} {'is' if len(others) == 1 else 'are'} not among the models it is stated for: {named}"
+
+
+def _beyond_budget(claim, data, budgets):
+    """Why the paper's own experiment (the toy grid, the ablations) ran far short of the paper's
+    training budget ("" when it did not): a run trained below a tenth of the paper's steps is not the
+    paper's experiment."""
+    budget = (budgets or {}).get(claim.table)
+    table = data.get(claim.table)
+    if budget is None or table is None or budget.column not in table or not claim.testable:
+        return ""
+    trained = table[budget.column].dropna()
+    if trained.empty or trained.min() >= budget.value / 10:
+        return ""
+    least = int(trained.min())
+    return (f"trained {least:,} {budget.column.replace('_', ' ')} per run, {least / budget.value:.1%} of the paper's "
+            f"{budget.value:,.0f} ({budget.cite}): below a tenth of its budget")
 
 
 def _subjects(claim, data, table_models, per_model):
@@ -119,8 +140,12 @@ def readings(verdicts, catalogues):
     lines = {}
     for catalogue in catalogues:
         rows = verdicts[verdicts["paper"] == catalogue.paper]
-        # the paper's own models where the run has them: a claim judged on them is the paper's verdict
         tested = rows[rows["verdict"] != "not testable"]
+        # the paper's own experiment trained far short of its budget: never the paper's verdict
+        short = tested.index[tested["out_of_scope"] == "budget"] if "out_of_scope" in tested else tested.index[:0]
+        rows = rows.assign(verdict=rows["verdict"].where(~rows.index.isin(short), BELOW))
+        tested = tested.drop(short)
+        # the paper's own models where the run has them: a claim judged on them is the paper's verdict
         own = tested["in_paper_scope"].astype(bool) if "in_paper_scope" in rows else pd.Series(True, tested.index)
         named = tested["claim"].map({c.id: bool(c.stated_for) for c in catalogue.claims}).astype(bool)
         on = ""
@@ -131,7 +156,7 @@ def readings(verdicts, catalogues):
             on = " (on this run's models: none is one the paper states its claims for)"
         counts = rows.groupby("claim", sort=False)["verdict"].agg(_claim_outcome)
         parts = []
-        for outcome in (*VERDICTS[:-1], BEYOND, VERDICTS[-1]):
+        for outcome in (*VERDICTS[:-1], BEYOND, BELOW, VERDICTS[-1]):
             ids = [c for c in counts.index if counts[c] == outcome]
             if ids:
                 parts.append(f"{outcome} {len(ids)} ({', '.join(_short(c) for c in ids)})")
@@ -141,8 +166,9 @@ def readings(verdicts, catalogues):
 
 def _claim_outcome(verdicts):
     """A claim's outcome over its subjects: contradicted on any beats weaker on any, then holds, then
-    inconclusive, then judged only on other models; not testable only where no subject could test it."""
-    for outcome in ("contradicted", "weaker", "holds", "inconclusive", BEYOND):
+    inconclusive, then judged only on other models or below the paper's budget; not testable only
+    where no subject could test it."""
+    for outcome in ("contradicted", "weaker", "holds", "inconclusive", BEYOND, BELOW):
         if (verdicts == outcome).any():
             return outcome
     return "not testable"

@@ -11,6 +11,9 @@ per-seed files it finds are exactly those the summary averaged. Nothing is recom
 reshape (one row per projection, space and layer boundary) and select columns.
 """
 
+import json
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -22,6 +25,7 @@ _STEP_TSV = "results/continuity/{model}/step{step}.tsv"
 _STEPS = "results/continuity/{model}/steps.tsv"
 _TOY_FINAL = "results/toy/final.tsv"
 _TOY_SEED = "results/toy/{run}/seed{seed}.epochs.tsv"
+_TOY_DATA = "results/toy/mnist.npz"
 _ABLATIONS = "results/continuity/ablations.tsv"
 _ABLATION_NPZ = "results/ablations/{run}.continuity.npz"
 _ABLATION_TSV = "results/ablations/{run}.continuity.tsv"
@@ -35,7 +39,7 @@ STEPS_COLUMNS = ("step", "projection", "n_out", "n_in", "u1", "v1", "u2", "v2", 
                  "wa_v", "erank", "evr_u", "evr_v", "evr_baseline_u", "evr_baseline_v")
 #: Columns of ``toy/epochs``: each seed's epoch table, selected.
 TOY_COLUMNS = ("run", "seed", "epoch", "accuracy", "dW_rel", "W.v1", "W.u1", "W.v2", "W.u2", "W.wa_v", "W.wa_u",
-               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "Gcum.u1", "Gcum.wa_v", "Gcum.align_v", "delta_v")
+               "G.v1", "G.u1", "G.wa_v", "Gcum.v1", "Gcum.u1", "Gcum.wa_v", "Gcum.align_v", "delta_v", "adam_steps")
 #: Columns of ``ablations/runs``.
 RUN_COLUMNS = ("run", "activation", "residual", "norm", "steps", "diverged_step", "perplexity", "eval_loss")
 
@@ -89,8 +93,18 @@ def _steps(root, model, steps):
     return table[table["present"].astype(bool)][list(STEPS_COLUMNS)].reset_index(drop=True)
 
 
+def _adam_steps(root, epochs_file):
+    """The Adam steps a toy seed took: its epochs done (``seed{n}.status.json``) times the
+    mini-batches of one epoch over the training digits (``mnist.npz``)."""
+    status = json.loads(epochs_file.with_name(epochs_file.name.replace(".epochs.tsv", ".status.json")).read_text())
+    with open_npz(root / _TOY_DATA) as z:
+        digits = len(z["y_train"])
+    return status["epochs_done"] * math.ceil(digits / status["batch_size"])
+
+
 def _toy(root, model, steps):
-    """Every run and seed of the toy grid (the runs of ``final.tsv``), one row per epoch."""
+    """Every run and seed of the toy grid (the runs of ``final.tsv``), one row per epoch, with the
+    Adam steps the seed trained (``adam_steps``, its budget)."""
     final = pd.read_csv(root / _TOY_FINAL, sep="\t")
     frames = []
     for _, summary in final.iterrows():
@@ -104,7 +118,7 @@ def _toy(root, model, steps):
                                                               summary["accuracy"], rtol=1e-9, atol=1e-12):
             raise ValueError(f"toy run {run}: the seed files {[p.name for p in paths]} are not the "
                              f"{summary['seeds']} seed(s) {_TOY_FINAL} summarises")
-        frames += tables
+        frames += [t.assign(adam_steps=_adam_steps(root, p)) for t, p in zip(tables, paths)]
     if not frames:
         return pd.DataFrame(columns=list(TOY_COLUMNS))
     long = pd.concat(frames, ignore_index=True)
@@ -121,7 +135,7 @@ def _toy_stacks(root, model, steps):
     """``toy/epochs`` with one row per stack (``stack``: W, G or Gcum) instead of a column per
     stack and metric, so that a claim compares two stacks in one column (gradient before weights)."""
     wide = _toy(root, model, steps)
-    keys = ["run", "seed", "epoch"]
+    keys = ["run", "seed", "epoch", "adam_steps"]
     frames = [wide[keys + [f"{stack}.{m}" for m in STACK_METRICS]].set_axis(keys + list(STACK_METRICS), axis=1)
               .assign(stack=stack) for stack in STACKS]
     return pd.concat(frames, ignore_index=True)[[*keys, "stack", *STACK_METRICS]]
@@ -140,16 +154,16 @@ def _ablation_boundaries(root, model, steps):
         table = pd.read_csv(root / _ABLATION_TSV.format(run=run), sep="\t")
         last = table[table["step"] == table["step"].max()]
         with open_npz(root / _ABLATION_NPZ.format(run=run)) as z:
-            frames.append(boundary_rows(z, last).assign(run=run))
-    return pd.concat(frames, ignore_index=True)[["run", *BOUNDARY_COLUMNS]]
+            frames.append(boundary_rows(z, last).assign(run=run, steps=last["step"].iloc[0]))
+    return pd.concat(frames, ignore_index=True)[["run", *BOUNDARY_COLUMNS, "steps"]]
 
 
 READERS = (
     Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",),
            shares=((), BOUNDARIES)),
     Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",), series=True),
-    Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy, units=("seed",)),
-    Reader("toy/stacks", "toy", (_TOY_FINAL,), _toy_stacks, units=("seed",)),
+    Reader("toy/epochs", "toy", (_TOY_FINAL, _TOY_DATA), _toy, units=("seed",)),
+    Reader("toy/stacks", "toy", (_TOY_FINAL, _TOY_DATA), _toy_stacks, units=("seed",)),
     Reader("ablations/runs", "transformer_ablations", (_ABLATIONS,), _ablation_runs),
     Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",),
            shares=((), BOUNDARIES)),
