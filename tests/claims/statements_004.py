@@ -12,10 +12,11 @@ STATEMENTS = {
     "004-funnel-learned": ("change", "<", None),  # "at OLMo step 0 effective rank stays high"; trained it "falls"
     # bottleneck "largely dissolved when structured non-normality is removed"
     "004-schur-dissolves": ("change", ">", None),
-    "004-forward-at-baseline": ("threshold", "==", None),  # "at or near the random baseline across all models"
+    "004-forward-at-baseline": ("threshold", "<=", None),  # "at or near the random baseline": "Largely not" coordinated
     "004-mesoscale-at-init": ("threshold", ">", None),  # "Communities capture Jacobian variance even at initialization"
     "004-boundary-trained": ("threshold", ">", None),  # boundary nodes "are preferentially amplified or suppressed"
     "004-boundary-emerges": ("change", ">", None),  # "absent at initialization and emerges monotonically over training"
+    "004-boundary-absent-at-init": ("threshold", "==", None),  # "This coupling is absent at initialization"
     # "amplified at near-symmetric layers and de-amplified at non-normal ones"
     "004-sign-by-operator": ("trend", ">", None),
     # "at chance in every model and checkpoint": no association, within the null's spread

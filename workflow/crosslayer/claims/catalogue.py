@@ -376,7 +376,7 @@ def _strength(entry, value, where):
         if isinstance(spread, bool) or not isinstance(spread, (int, float)) or spread < 0:
             raise CatalogueError(f"{where}: magnitude.spread must be a number >= 0, got {spread!r}")
         size = spec["value"]
-        size = (_paper_selector(size, "magnitude.value", where) if isinstance(size, dict) and "paper" in size
+        size = (_paper_selector(size, "magnitude", "value", where) if isinstance(size, dict) and "paper" in size
                 else _value(size, "magnitude.value", where))
         magnitude = Magnitude(value=size, cite=_cited(spec, where), words=str(spec.get("words", "")).strip(),
                               spread=float(spread))
@@ -438,7 +438,7 @@ def _selection(mapping, key, where, *, literal_only=False):
     pairs = []
     for column, selector in mapping.items():
         if isinstance(selector, dict) and not literal_only and "paper" in selector:
-            selector = _paper_selector(selector, f"{key}.{column}", where)
+            selector = _paper_selector(selector, key, column, where)
         elif isinstance(selector, dict) and not literal_only:
             selector = _value(selector, f"{key}.{column}", where)
         elif not isinstance(selector, (str, int, float, bool)) or (literal_only and selector in SELECTORS):
@@ -450,15 +450,15 @@ def _selection(mapping, key, where, *, literal_only=False):
     return tuple(pairs)
 
 
-def _paper_selector(spec, key, where):
+def _paper_selector(spec, key, column, where):
     """``{paper: {model name: value}, otherwise: selector}``: the value the paper compares for each
     of its models (names resolved to repos by the caller), and for any other model."""
     if not set(spec) <= {"paper", "otherwise"} or not isinstance(spec["paper"], dict) or not spec["paper"]:
-        raise CatalogueError(f"{where}: `{key}` per model is {{paper: {{name: value}}, otherwise: selector}}, "
+        raise CatalogueError(f"{where}: `{key}.{column}` per model is {{paper: {{name: value}}, otherwise: selector}}, "
                              f"got {spec!r}")
     otherwise = spec.get("otherwise")
     if otherwise is not None:
-        otherwise = _selection({"x": otherwise}, key, where)[0][1]
+        otherwise = _selection({column: otherwise}, key, where)[0][1]  # "untrained" only for a step
     return PerModel(values=tuple(spec["paper"].items()), otherwise=otherwise)
 
 

@@ -71,9 +71,11 @@ def _spectra(root, model, steps):
 
 def _baseline(root, model, steps):
     """The random-subspace baseline of the alignments (one row per checkpoint: the spectra file's
-    ``baseline_mean`` and ``baseline_sd``, equal on every layer row)."""
+    ``baseline_mean`` and ``baseline_sd``, equal on every layer row), and ``baseline_high``, their
+    sum: the most a claim of "no more than chance" lets a mean reach."""
     table = _per_step(_SPECTRA, BASELINE_COLUMNS)(root, model, steps)
-    return table.drop_duplicates().reset_index(drop=True)
+    table = table.drop_duplicates().reset_index(drop=True)
+    return table.assign(baseline_high=table["baseline_mean"] + table["baseline_sd"])
 
 
 def _regimes(root, model, steps):
