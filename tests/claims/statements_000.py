@@ -10,6 +10,7 @@ STATEMENTS = {
     "000-cascade-magnitude": ("trend", "<", None),  # "weakening with distance from the final-pair boundary"
     "000-gelu-maintains": ("change", ">=", None),  # "increase or stabilize"
     "000-swiglu-dissolves": ("change", "<", None),  # "lose alignment"
+    "000-swiglu-progressive": ("trend", "<", None),  # "progressively dissolve it": falls checkpoint by checkpoint
     "000-activation-divergence": ("contrast", ">", None),  # GELU keep, SwiGLU lose
     "000-not-ordering": ("contrast", ">", None),  # sequential GELU keeps, sequential SwiGLU loses
     "000-early-boundaries-fall-back": None,

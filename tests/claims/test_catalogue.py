@@ -219,7 +219,7 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
     cut = put(cut, 0.5) if isinstance(cut, Lookup) else cut
     # selections as rows: literals as given, the paper's own per model, each lookup at a step of its
     # own, first / last around them, the untrained step 0
-    selections = {key: dict(getattr(claim, key)) for key in ("at", "before", "after")}
+    selections = {key: dict(getattr(claim, key)) for key in ("at", "before", "after", "since")}
     steps = itertools.count(50, 10)
     for sel in selections.values():
         for column, s in sel.items():
@@ -255,8 +255,8 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
         # (a trend across models: one model per unit, its finer rows added below)
         finer = claim.within[0] if claim.unit == "model" and claim.within and claim.kind != "trend" else claim.unit
         base = {"model": model, finer: unit_labels(claim, finer, n_units), **dict(claim.where)}
-        if claim.kind == "trend":
-            x = np.arange(n_units, dtype=float)
+        if claim.kind == "trend":  # x from the step a trend starts at, where it names one
+            x = np.arange(n_units, dtype=float) + sum(selections["since"].values())
             r = 0.99 * direction if size is None else size  # the correlation to plant
             if claim.direction == "==":  # an absent relation: none (side +1), or a strong one (side -1)
                 r = 0.0 if direction > 0 else 0.99

@@ -555,3 +555,19 @@ def test_only_one_variable_at_two_checkpoints_is_guarded_by_swapping():
     assert swappable(load_catalogue("004").claim("004-symmetry-gradient"))
     assert swappable(load_catalogue("002").claim("002-sv-scaling-untrained"))
     assert not swappable(load_catalogue("002").claim("002-coupling-beats-size"))
+
+
+def test_a_trend_since_a_step_reads_the_checkpoints_from_it_on_as_one_runs_order():
+    # a rise to step 3 and a steady fall after it: over every checkpoint no trend, from step 3 a fall
+    steps = np.arange(10.0)
+    y = np.where(steps <= 3, steps, 6 - steps)
+    claim = make_claim(kind="trend", statistic="spearman", direction="<", value=0, x="step", table="t/units",
+                       column="y", unit={"column": "step", "name": "checkpoints"}, since={"step": 3},
+                       requires={"min_units": 4})
+    data = {"t/units": pd.DataFrame({"model": "m", "step": steps, "y": y})}
+    verdict = evaluate(claim, data)
+    assert verdict.n == 7 and verdict.statistic == -1.0 and verdict.verdict == "holds", verdict.reason
+    assert "since step 3" in claim.describe()
+    everything = evaluate(make_claim(**{**KIND_ENTRIES["trend"], "direction": "<", "x": "step",
+                                        "unit": {"column": "step", "name": "checkpoints"}}), data)
+    assert everything.n == 10 and everything.verdict != "holds"

@@ -31,6 +31,9 @@ always among them) and ``claims``, a list of mappings with these keys:
     the column naming the independent units the bootstrap resamples, and what they are
     (:data:`UNIT_NAMES`); ``within`` lists the columns of finer rows of one unit (token pairs of a
     prompt, both orders of a layer pair), averaged into it first.
+``since``
+    for a trend over the checkpoints of one run, ``{column: selector}``: its rows at or after the
+    selected value only (the checkpoints after the paper's reference step).
 ``where, at, before, after``
     row selections, ``{column: selector}``: ``where`` takes literals only; the others also take
     ``first`` / ``last`` (the column's smallest / largest value for the model), ``untrained`` (for
@@ -101,7 +104,7 @@ __all__ = [
 ]
 
 _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
-               "direction", "value", "unit", "where", "at", "before", "after", "indicator", "groups", "applies_to",
+               "direction", "value", "unit", "where", "at", "before", "after", "since", "indicator", "groups", "applies_to",
                "requires", "note", "figure", "magnitude", "margin", "stated_for"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
 _OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models", "budgets"}
@@ -190,7 +193,7 @@ def parse_catalogue(document, *, source):
         claim = _parse_claim(entry, paper, where)
         claim = replace(claim, stated_for=_stated_for(entry, paper_models, where),
                         **{key: _per_model(getattr(claim, key), paper_models, f"{where}, {key}")
-                           for key in ("at", "before", "after")})
+                           for key in ("at", "before", "after", "since")})
         if claim.magnitude and isinstance(claim.magnitude.value, PerModel):
             (_, size), = _per_model((("magnitude", claim.magnitude.value),), paper_models, where)
             claim = replace(claim, magnitude=replace(claim.magnitude, value=size))
@@ -352,7 +355,8 @@ def _comparison(entry, where):
         unit=str(unit["column"]), unit_name=unit["name"], within=tuple(within), magnitude=magnitude, margin=margin,
         where=_selection(entry.get("where", {}), "where", where, literal_only=True),
         at=_selection(entry.get("at", {}), "at", where), before=_selection(entry.get("before", {}), "before", where),
-        after=_selection(entry.get("after", {}), "after", where), indicator=_indicator(entry.get("indicator"), where),
+        after=_selection(entry.get("after", {}), "after", where), since=_selection(entry.get("since", {}), "since", where),
+        indicator=_indicator(entry.get("indicator"), where),
         groups=_groups(entry.get("groups"), where),
         applies_to=_selection(entry.get("applies_to", {}), "applies_to", where, literal_only=True),
         min_units=min_units, min_models=min_models, early=requires.get("early", False),
@@ -406,8 +410,8 @@ def _cited(spec, where):
 def _allowed_keys(entry, kind, where):
     """Keys a kind needs or must not have."""
     need = {"change": {"before", "after"}, "contrast": {"groups"}, "trend": {"x"}, "threshold": {"value"}}[kind]
-    refuse = {"change": {"at", "x", "groups"}, "contrast": {"x"}, "trend": {"groups", "indicator"},
-              "threshold": {"before", "after", "x", "groups"}}[kind]
+    refuse = {"change": {"at", "x", "groups", "since"}, "contrast": {"x", "since"}, "trend": {"groups", "indicator"},
+              "threshold": {"before", "after", "x", "groups", "since"}}[kind]
     empty = sorted(k for k in need if entry.get(k) in (None, {}, ""))
     if empty:
         raise CatalogueError(f"{where}: a {kind} claim needs {empty}")
@@ -505,7 +509,7 @@ def _no_unknown(mapping, known, where):
 def _check_columns(claim, tables, where):
     """Every table and column a testable claim names is declared in the file's ``tables``."""
     wanted = {claim.table: [claim.column, claim.unit, claim.x, *claim.within,
-                            *(c for p in (claim.where, claim.at, claim.before, claim.after) for c, _ in p)]}
+                            *(c for p in (claim.where, claim.at, claim.before, claim.after, claim.since) for c, _ in p)]}
     for lookup in claim.lookups():
         wanted.setdefault(lookup.table, []).append(lookup.column)
     model_columns = [c for c, _ in claim.applies_to] + ([claim.groups.by] if claim.groups else [])

@@ -123,7 +123,7 @@ class Claim:
         named (its own toy runs, or every model).
     margin : Margin or None
         The equivalence margin of an absence claim (``direction ==``).
-    where, at, before, after, applies_to : tuple of (str, object)
+    where, at, before, after, since, applies_to : tuple of (str, object)
         Row selections and the model filter as ``(column, selector)`` pairs, in the catalogue's order.
     indicator : Indicator or None
     groups : Groups or None
@@ -159,6 +159,7 @@ class Claim:
     at: tuple = ()
     before: tuple = ()
     after: tuple = ()
+    since: tuple = ()
     indicator: Indicator | None = None
     groups: Groups | None = None
     applies_to: tuple = ()
@@ -170,7 +171,7 @@ class Claim:
 
     def lookups(self):
         """Every :class:`Lookup` the claim reads, in a stable order."""
-        selectors = [s for pairs in (self.at, self.before, self.after) for _, s in pairs]
+        selectors = [s for pairs in (self.at, self.before, self.after, self.since) for _, s in pairs]
         selectors += [s.otherwise for s in selectors if isinstance(s, PerModel)]
         selectors += [self.value] + ([self.indicator.value] if self.indicator else [])
         selectors += [s.value for s in (self.magnitude, self.margin) if s]
@@ -196,6 +197,7 @@ class Claim:
             when = f", {sel(self.before)} -> {sel(self.after)}"
         else:
             when = f", at {sel(self.at)}" if self.at else ""
+        when += f", since {sel(self.since)}" if self.since else ""
         groups = f", {self.groups.names[0]} minus {self.groups.names[1]}" if self.groups else ""
         side = (f"within {_text(self.margin.value)} of {value}" if self.direction == "=="
                 else f"{self.direction} {value}")

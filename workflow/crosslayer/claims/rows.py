@@ -81,6 +81,9 @@ def values_at(claim, data, model, selection):
             have = sorted(rows[column].dropna().unique().tolist())
             raise Missing(f"{claim.table} has no {column} {value} for {model}{where_text(claim)} (it has {have})")
         rows = rows[rows[column] == value]
+    for column, selector in claim.since:  # a trend over the checkpoints from a step on
+        start = resolve(selector, rows[column], data, model, claim)
+        rows = rows[rows[column] >= start]
     if claim.indicator is not None:  # 0/1 per row, before rows of one unit are averaged into a fraction
         rows = rows.assign(**{claim.column: _indicated(claim, data, model, rows[claim.column])})
     key = [claim.unit, *claim.within]

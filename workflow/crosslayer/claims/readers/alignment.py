@@ -49,7 +49,9 @@ READERS = (
     _summary("adjacent", units=("boundary",), shares=((), BOUNDARIES)),
     Reader("alignment/cascade", "alignment", tuple(_SUMMARY.replace("{name}", n) for n in ("cascade", "cascade_fit")),
            _cascade, units=("boundary",), shares=((), BOUNDARIES)),
-    *(_summary(name) for name in ("table1", "cascade_fit", "baseline")),
+    Reader("alignment/table1", "alignment", (_SUMMARY.replace("{name}", "table1"),),
+           _summary("table1").read, units=("step",), series=True),
+    *(_summary(name) for name in ("cascade_fit", "baseline")),
     Reader("alignment/pairs", "alignment", ("results/alignment/{model}/step{step}.npz",), _pairs, units=("pair",),
            shares=((), PAIRS)),
 )
