@@ -15,6 +15,6 @@ STATEMENTS = {
     "000-not-ordering": ("contrast", ">", None),  # sequential GELU keeps, sequential SwiGLU loses
     "000-early-boundaries-fall-back": None,
     "000-before-induction-heads": None,
-    "000-surge-settles": ("change", "<=", None),  # "stabilizes or mildly recedes" after step 2,000
+    "000-surge-settles": ("change", "==", None),  # "stabilizes or mildly recedes" after step 2,000
     "000-swiglu-distant-to-baseline": ("change", "<", None),  # distance-5 overlap "approaches the random baseline"
 }
