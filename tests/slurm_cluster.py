@@ -55,7 +55,7 @@ import threading
 import time
 from pathlib import Path
 
-from processes import _kill_job_leftovers, _kill_pidfile, _pid_alive, _read_pid  # noqa: F401 (re-exported)
+from processes import _cmdline, _kill_job_leftovers, _kill_pidfile, _pid_alive, _read_pid  # noqa: F401 (re-exported)
 
 REPO = Path(__file__).resolve().parent.parent
 INSTALL_SCRIPT = REPO / ".ci" / "install-slurm.sh"

@@ -12,8 +12,7 @@ from scipy import stats
 
 from crosslayer.claims.catalogue import parse_catalogue
 from crosslayer.claims.catalogue import load_catalogue
-from crosslayer.claims.engine import VERDICTS, correlation, evaluate, permutation_p
-from crosslayer.claims.kinds.correlation import change_permutation_p
+from crosslayer.claims.engine import evaluate
 
 TABLES = {
     "t/units": {"source": "synthetic", "columns": ["model", "step", "unit", "y", "x", "space"]},

@@ -118,8 +118,6 @@ def test_the_permutation_p_value_is_scipys_exact_test(method):
 
 @pytest.mark.parametrize("k, n", [(0, 6), (3, 6), (6, 6), (17, 40)])
 def test_a_fractions_interval_is_clopper_pearsons(k, n):
-    from crosslayer.claims.kinds.proportion import proportion_interval
-
     # the closed form: beta quantiles (Clopper & Pearson 1934)
     low = stats.beta.ppf(0.025, k, n - k + 1) if k else 0.0
     high = stats.beta.ppf(0.975, k + 1, n - k) if k < n else 1.0
