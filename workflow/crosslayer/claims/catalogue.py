@@ -28,7 +28,7 @@ always among them) and ``claims``, a list of mappings with these keys:
 ``margin: {value, cite}``
     how far from ``value`` an absence may lie (a number or a lookup, e.g. a baseline's sd).
 ``unit: {column, name, within}``
-    the column naming the independent units the bootstrap resamples, and what they are
+    the column naming the independent units the interval is taken over, and what they are
     (:data:`UNIT_NAMES`); ``within`` lists the columns of finer rows of one unit (token pairs of a
     prompt, both orders of a layer pair), averaged into it first.
 ``since``
