@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from crosslayer.claims.kinds.units import Estimate, gather, jackknife_interval, layer_share
+from crosslayer.claims.kinds.units import Estimate, gather, jackknife_interval
 from crosslayer.claims.readers import READERS
 from crosslayer.claims.rows import Decided, Missing, enough, values_at, where_at
 from crosslayer.claims.rule import decide
@@ -171,8 +171,7 @@ def trend_estimate(claim, data, models, confidence, n_perm, rng):
         detail = (f" (one run's checkpoints: a descriptive trend, its exact permutation test p = {p[0]:.2g} on the "
                   f"paper's side)")
         return Estimate(estimate, math.nan, math.nan, x.n, claim.value, detail, p=p, method="permutation test")
-    share = layer_share(claim)
-    if x.clusters is None or share.chain:
+    if x.clusters is None or x.chain:
         # along a chain (boundaries) a trend's variance is up to twice the independent one's (a
         # lag-one correlation of at most 1/2): Fisher's z over the units that share no layer
         count = x.n if x.clusters is None else math.ceil(x.n / 2)

@@ -2,9 +2,9 @@
 and the difference of two groups' means (``contrast``).
 
 Independent units take Student's t (for two groups, the unequal-variance t with Hsu's degrees of
-freedom); units that share layers take the
-delete-one-layer jackknife (:mod:`crosslayer.claims.kinds.units`); a fraction of 0/1 units takes
-Clopper-Pearson (:mod:`crosslayer.claims.kinds.proportion`).
+freedom); units that share layers take the t along a chain of boundaries or the delete-one-layer
+jackknife over pairs of layers (:mod:`crosslayer.claims.kinds.units`); a fraction of 0/1 units
+takes Clopper-Pearson (:mod:`crosslayer.claims.kinds.proportion`).
 """
 
 import math
@@ -13,8 +13,8 @@ import numpy as np
 from scipy import stats
 
 from crosslayer.claims.kinds.proportion import proportion_interval
-from crosslayer.claims.kinds.units import (Estimate, chain_interval, gather, jackknife_interval, t_interval,
-                                           unseen_rate)
+from crosslayer.claims.kinds.units import (Estimate, Sample, chain_interval, gather, jackknife_interval,
+                                           t_interval, unseen_rate)
 from crosslayer.claims.records import Lookup
 from crosslayer.claims.rows import Missing, enough, number, unit_values
 
@@ -50,9 +50,9 @@ def mean_interval(sample, confidence, *, fraction=False, bounded=False):
     if sample.chain:
         low, high = chain_interval(values, confidence)
         return float(low), float(high), f"t along a chain of {sample.n} boundaries"
-    layers = len(sample.masks())
-    low, high = jackknife_interval(lambda keep: values[..., keep].mean(axis=-1), sample.masks(), confidence)
-    return float(low), float(high), f"jackknife over {layers} layers"
+    masks = sample.masks()
+    low, high = jackknife_interval(lambda keep: values[..., keep].mean(axis=-1), masks, confidence)
+    return float(low), float(high), f"jackknife over {len(masks)} layers"
 
 
 def welch_interval(a, b, confidence):
@@ -120,7 +120,7 @@ def contrast_estimate(claim, data, models, confidence):
     else:
         values = np.concatenate([a.values, b.values])
         in_a = np.arange(values.size) < a.n
-        masks = type(a)(values, a.clusters + b.clusters).masks()
+        masks = Sample(values, a.clusters + b.clusters).masks()
         low, high = jackknife_interval(lambda keep: values[keep & in_a].mean() - values[keep & ~in_a].mean(),
                                        masks, confidence)
         method = f"jackknife over the {len(masks)} layers of the models, the models fixed"

@@ -56,8 +56,9 @@ def ratio_estimate(claim, data, models, confidence):
         method = "Fieller"
     else:
         b, a = before.values, after.values
-        low, high = jackknife_interval(lambda keep: a[keep].sum() / b[keep].sum(), before.masks(), confidence)
-        method = f"jackknife over {len(before.masks())} layers"
+        masks = before.masks()
+        low, high = jackknife_interval(lambda keep: a[keep].sum() / b[keep].sum(), masks, confidence)
+        method = f"jackknife over {len(masks)} layers"
     detail = f" (mean {after.values.mean():.3g} after, {before.values.mean():.3g} before)"
     return Estimate(float(after.values.sum() / before.values.sum()), float(low), float(high), before.n,
                     claim.value, detail, method=method)
