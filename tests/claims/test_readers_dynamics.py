@@ -11,7 +11,8 @@ from crosslayer.claims.catalogue import load_catalogue
 from crosslayer.claims.readers import files_of, read_tables, reader
 from crosslayer.dynamics.regimes import depth_regimes, minimum_layer, regime_summary
 from crosslayer.dynamics.spectra import spectral_profile
-from crosslayer.dynamics.surgery import SCHUR_MODES, dose_response_table, schur_dose_responses
+from crosslayer.dynamics.funnel import bottleneck_table
+from crosslayer.dynamics.surgery import SCHUR_MODES, dose_response_table, fold_bottleneck, schur_dose_responses
 from crosslayer.dynamics.topology import block_nmi, layer_statistics, topology_summary
 
 MODEL, STEPS, L, D = "m", (0, 5), 5, 12
@@ -32,7 +33,7 @@ def run(tmp_path_factory):
     dynamics, topology = root / f"results/dynamics/{MODEL}", root / f"results/topology/{MODEL}"
     dynamics.mkdir(parents=True)
     topology.mkdir(parents=True)
-    summaries = []
+    summaries, folds = [], {}
     for step in STEPS:
         Js, rng = jacobians(step), np.random.default_rng(100 + step)
         # jacobian_spectra: the profile, per-sample quartiles, regimes, the baseline from attrs
@@ -54,9 +55,12 @@ def run(tmp_path_factory):
                                         table["regime"]).reset_index()
                          .assign(step=step, min_self_alignment_layer=layer, min_self_alignment=value))
         # schur_surgery
-        results = schur_dose_responses(Js, modes=SCHUR_MODES, alphas=(0.0, 0.5, 1.0), rank=D, draws=2, seed=0)
+        results = schur_dose_responses(Js, modes=SCHUR_MODES, alphas=(0.0, 0.5, 1.0), rank=D, draws=3, seed=0)
         pd.concat([dose_response_table(result).assign(mode=mode) for mode, result in results.items()]).to_csv(
             dynamics / f"step{step}.schur.tsv", sep="\t", index=False)
+        # bottleneck_folds: three folds' mean Jacobians, each the stack plus its own noise
+        fold_means = Js + rng.normal(scale=0.05 / np.sqrt(D), size=(3, L, D, D))
+        folds[step] = fold_bottleneck(fold_means, rank=D, seed=0)
         # topology_statistics, two methods' partitions (blocks of units, reshuffled per snapshot)
         self_alignment = table["self_alignment"].to_numpy()
         layers, rows = [], []
@@ -74,6 +78,7 @@ def run(tmp_path_factory):
     regimes = pd.concat(summaries).set_index(["step", "regime"])
     regimes.insert(0, "n_layers", regimes.pop("n_layers"))
     regimes.to_csv(dynamics / "regimes.tsv", sep="\t")
+    bottleneck_table(folds).to_csv(dynamics / "bottleneck.tsv", sep="\t", index=False)
     return root, read_tables(root, {name: {MODEL: list(STEPS)} for name in TABLES})
 
 
@@ -161,3 +166,32 @@ def test_the_graph_stages_warning_about_its_power_reaches_the_verdicts(run):
     trained = evaluate(CATALOGUE.claim("004-boundary-trained"), {
         name: table[table["step"] == 5] if "step" in table else table for name, table in tables.items()}, n_boot=200)
     assert "fewer samples than units" not in trained.reason
+
+
+def test_the_controls_sit_beside_the_trained_stacks_rank(run):
+    root, tables = run
+    controls = tables["dynamics/controls"]
+    assert set(controls["construction"]) == {"control_a", "control_b"}
+    for step in STEPS:
+        file = source(root, "schur", step)
+        dose = file[file["construction"] == "dose"].set_index(["mode", "alpha", "start_layer"])["effective_rank"]
+        rows = controls[controls["step"] == step]
+        assert len(rows) == (file["construction"] != "dose").sum()
+        expected = [dose[key] for key in zip(rows["mode"], rows["alpha"], rows["start_layer"])]
+        np.testing.assert_array_equal(rows["trained_rank"], expected)
+        np.testing.assert_allclose(rows["excess"], rows["effective_rank"] - rows["trained_rank"])
+
+
+def test_the_bottleneck_names_the_two_ends_and_its_claims_take_folds_as_units(run):
+    from crosslayer.claims.engine import evaluate
+
+    _, tables = run
+    bottleneck = tables["dynamics/bottleneck"]
+    ends = bottleneck.set_index("start_layer")["composition"]
+    assert set(ends[0]) == {"full"} and set(ends[L - 1]) == {"single"} and set(ends[1]) == {"partial"}
+    assert len(bottleneck) == len(STEPS) * 3 * 2 * L  # steps x folds x doses x start layers
+    for claim in ("004-funnel-depth", "004-schur-dissolves"):
+        verdict = evaluate(CATALOGUE.claim(claim), tables)
+        assert verdict.n == 3 and verdict.unit == "sample folds" and verdict.verdict != "not testable", verdict
+    controls = evaluate(CATALOGUE.claim("004-schur-controls"), tables)
+    assert controls.n == 3 and controls.unit == "control draws", controls

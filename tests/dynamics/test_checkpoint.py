@@ -155,7 +155,8 @@ def test_cuda_jacobians_and_spectra_match_cpu(model_and_acts, spectra_dtype):
     ("n_samples", 0, "dynamics.n_samples"), ("min_tokens", 1.5, "dynamics.min_tokens"),
     ("max_tokens", True, "dynamics.max_tokens"), ("min_tokens", 200, "dynamics.max_tokens"),
     ("method", "autograd", "dynamics.jacobian_method"), ("per_sample_dtype", "float16", "dynamics.per_sample_dtype"),
-    ("condition_number", 1, "dynamics.condition_number"),
+    ("condition_number", 1, "dynamics.condition_number"), ("folds", 1, "dynamics.folds"), ("folds", 33, "dynamics.folds"),
+    ("folds", -1, "dynamics.folds"),
 ])
 def test_settings_refuse_a_bad_value_naming_its_key(field, value, key):
     with pytest.raises(ValueError, match=rf"^{re.escape(key)} "):
@@ -210,3 +211,20 @@ def test_a_checkpoint_without_tokenizer_is_refused_before_the_samples_are_read(t
     with pytest.raises(CheckpointError, match=rf"^model 'm' revision 'step7' file '{re.escape(manifest['path'])}': "
                                               r"no tokenizer in the checkpoint \(none of .*tokenizer\.json"):
         measure_checkpoint(manifest, samples=tmp_path / "no_samples.jsonl")
+
+
+def test_fold_means_are_the_mean_jacobians_of_each_folds_samples(model_and_acts):
+    """Fold k holds samples k, k + K, ...: its mean is the whole computation run on those samples
+    alone, and the folds' means weighted by their sizes give the whole sample's mean."""
+    model, acts = model_and_acts
+    result = block_jacobian_stats(model, acts, JacobianSettings(folds=2), chunk_bytes=1)
+    assert result["fold_means"].shape == (2, 2, *result["mean"].shape[1:])
+    assert result["fold_sizes"].tolist() == [3, 2]
+    for k in range(2):
+        alone = block_jacobian_stats(model, acts[k::2], JacobianSettings())["mean"]
+        np.testing.assert_allclose(result["fold_means"][k], alone, rtol=1e-5, atol=1e-6)
+    pooled = np.tensordot(result["fold_sizes"], result["fold_means"].astype(np.float64), axes=1) / len(acts)
+    np.testing.assert_allclose(pooled, result["mean"], rtol=1e-5, atol=1e-6)
+    assert "fold_means" not in block_jacobian_stats(model, acts, JacobianSettings())  # folds 0: none kept
+    with pytest.raises(ValueError, match="2 samples per fold"):
+        block_jacobian_stats(model, acts, JacobianSettings(folds=3))

@@ -302,3 +302,20 @@ def test_surgery_on_cuda_equals_the_host_path():
     for mode in schur.SCHUR_MODES:
         for key in SURGERY_KEYS:
             np.testing.assert_allclose(cuda[mode][key], host[mode][key], rtol=1e-9, atol=1e-9, err_msg=f"{mode} {key}")
+
+
+def test_fold_bottleneck_composes_each_fold_trained_and_normal_by_explicit_products():
+    # each fold alone: alpha 1 the composed stack itself, alpha 0 the normal parts recomposed and
+    # composed by truncated SVDs; no rows without folds
+    folds = np.stack([random_layers(3, 6, seed=seed, scale=1.5) for seed in (21, 22)])
+    table = schur.fold_bottleneck(folds, rank=4, seed=0)
+    assert list(table.columns) == ["fold", "alpha", "start_layer", "effective_rank", "log_frobenius"]
+    assert len(table) == 2 * 2 * 3
+    for fold, Js in enumerate(folds):
+        rows = table[table["fold"] == fold].set_index(["alpha", "start_layer"])["effective_rank"]
+        trained, _ = er.cumulative_effective_rank(Js, rank=4)
+        normal, _ = er.cumulative_effective_rank([schur.schur_recompose(Q, D, N, 0.0) for Q, D, N in
+                                                  map(schur.schur_parts, Js)], rank=4)
+        np.testing.assert_allclose(rows.loc[1.0].to_numpy(), trained, rtol=1e-8)
+        np.testing.assert_allclose(rows.loc[0.0].to_numpy(), normal, rtol=1e-8)
+    assert schur.fold_bottleneck(np.empty((0, 3, 6, 6))).empty

@@ -49,6 +49,7 @@ rule block_jacobians:
         method=DYNAMICS["jacobian_method"],
         per_sample_dtype=DYNAMICS["per_sample_dtype"],
         condition_number=DYNAMICS["condition_number"],
+        folds=DYNAMICS["folds"],
     script:
         "../scripts/block_jacobians.py"
 
@@ -100,9 +101,31 @@ rule schur_surgery:
         "../scripts/schur_surgery.py"
 
 
+rule bottleneck_folds:
+    input:
+        jacobians=rules.block_jacobians.output.npz,
+    output:
+        table="results/dynamics/{model}/step{step}.folds.tsv",
+    log:
+        "logs/bottleneck_folds/{model}/step{step}.log",
+    benchmark:
+        "benchmarks/bottleneck_folds/{model}/step{step}.tsv"
+    conda:
+        "../../envs/dynamics.yaml"  # spectra's torch paths
+    threads: DYNAMICS["threads"]
+    resources:
+        gpu=get_gpu_request(DYNAMICS["schur"]["device"]),
+    params:  # as schur_surgery's: the device and the workers are read from the config
+        rank=DYNAMICS["rank"],
+        seed=DYNAMICS["seed"],
+    script:
+        "../scripts/bottleneck_folds.py"
+
+
 rule dynamics_regimes:
     input:
         tables=every_step("results/dynamics/{model}/step{step}.spectra.tsv"),
+        folds=every_step("results/dynamics/{model}/step{step}.folds.tsv"),
     output:
         table=report(
             "results/dynamics/{model}/regimes.tsv",
@@ -113,6 +136,14 @@ rule dynamics_regimes:
         ),
         # Fig. 4b: Spearman of the spectral radius with the per-layer drop of the cumulative rank
         funnel="results/dynamics/{model}/radius_vs_rank_drop.tsv",
+        # the cumulative bottleneck per sample fold, trained and without the non-normal part
+        bottleneck=report(
+            "results/dynamics/{model}/bottleneck.tsv",
+            caption="../report/dynamics_bottleneck.rst",
+            category="Dynamics",
+            subcategory="{model}",
+            labels={"model": "{model}", "table": "bottleneck per sample fold"},
+        ),
     log:
         "logs/dynamics_regimes/{model}.log",
     benchmark:

@@ -4,7 +4,7 @@ start(snakemake)
 
 import pandas as pd
 
-from crosslayer.dynamics.funnel import radius_vs_rank_drop
+from crosslayer.dynamics.funnel import bottleneck_table, radius_vs_rank_drop
 from crosslayer.dynamics.regimes import minimum_layer, regime_summary
 
 summaries, funnel = [], []
@@ -19,3 +19,5 @@ table = pd.concat(summaries).set_index(["step", "regime"])
 table.insert(0, "n_layers", table.pop("n_layers"))
 table.to_csv(snakemake.output.table, sep="\t")
 pd.DataFrame(funnel).to_csv(snakemake.output.funnel, sep="\t", index=False)
+folds = {step: pd.read_csv(path, sep="\t") for step, path in zip(snakemake.params.steps, snakemake.input.folds)}
+bottleneck_table(folds).to_csv(snakemake.output.bottleneck, sep="\t", index=False)

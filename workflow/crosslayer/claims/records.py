@@ -23,7 +23,8 @@ OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 #: smallest or largest value for the model, or (for ``step``) the checkpoint that is its
 #: initialization (step 0 of a run the workflow trained, an untrained twin, or one the config marks).
 SELECTORS = ("first", "last", "untrained")
-UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pairs", "models", "checkpoints", "seeds")
+UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pairs", "models", "checkpoints", "seeds",
+              "sample folds", "control draws")
 
 
 @dataclass(frozen=True)

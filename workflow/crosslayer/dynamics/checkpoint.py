@@ -60,6 +60,10 @@ class JacobianSettings:
         while ``kappa << 1e7``.
     condition_number : bool, default=True
         Compute the per-sample condition numbers (the only SVD); False leaves them out.
+    folds : int, default=0
+        Disjoint sample folds (sample i in fold ``i % folds``) whose mean Jacobians are kept
+        beside the whole sample's: independent replicates of every quantity composed from the
+        mean Jacobians (the cumulative bottleneck's units); 0 keeps none. The config's default is 4.
 
     Raises
     ------
@@ -73,6 +77,7 @@ class JacobianSettings:
     method: str = "closed_form"
     per_sample_dtype: str = "float64"
     condition_number: bool = True
+    folds: int = 0
 
     def __post_init__(self):
         require_int("dynamics.n_samples", self.n_samples, minimum=1)
@@ -82,6 +87,10 @@ class JacobianSettings:
         dtype = str(self.per_sample_dtype).removeprefix("torch.")  # torch.float32 -> "float32"
         require_choice("dynamics.per_sample_dtype", dtype, PER_SAMPLE_DTYPES)
         require_bool("dynamics.condition_number", self.condition_number)
+        require_int("dynamics.folds", self.folds, minimum=0)
+        if self.folds == 1 or self.folds > self.n_samples // 2:
+            raise ValueError(f"dynamics.folds must be 0 (none) or from 2 to half of dynamics.n_samples "
+                             f"({self.n_samples // 2}), so that every fold holds 2 samples or more; got {self.folds}")
         object.__setattr__(self, "per_sample_dtype", dtype)
 
 
@@ -120,7 +129,10 @@ def block_jacobian_stats(model, acts, settings=JacobianSettings(), *, chunk_byte
         ``<name>`` and ``<name>_res`` (L, N): the statistic of ``J`` and of ``J - I`` per layer and
         sample; with condition numbers, also ``condition_path`` and ``condition_path_res`` (L, N)
         int8, how each was computed (:data:`crosslayer.linalg.conditioning.CONDITION_PATHS`), and
-        ``condition_method``, the rule (:data:`crosslayer.linalg.conditioning.CONDITION_METHOD`).
+        ``condition_method``, the rule (:data:`crosslayer.linalg.conditioning.CONDITION_METHOD`);
+        with `settings.folds` K > 0, ``fold_means`` (K, L, d, d) float32, the mean Jacobian of the
+        samples ``i % K == k`` (summed in float64 apart from ``mean``, which keeps its own sum), and
+        ``fold_sizes`` (K,).
 
     Raises
     ------
@@ -149,6 +161,13 @@ def block_jacobian_stats(model, acts, settings=JacobianSettings(), *, chunk_byte
     device = torch.device(device) if device is not None else next(model.parameters()).device
     L = len(blocks)
     result = {"mean": np.empty((L, d, d), dtype=np.float32)}
+    K = settings.folds
+    if K:
+        if K > N // 2:
+            raise ValueError(f"dynamics.folds = {K} needs 2 samples per fold, and there are {N}")
+        fold_of = torch.arange(N, device=device) % K
+        result |= {"fold_means": np.empty((K, L, d, d), dtype=np.float32),
+                   "fold_sizes": np.bincount(np.arange(N) % K, minlength=K)}
     for name in STAT_NAMES if condition else [n for n in STAT_NAMES if n != "condition_number"]:
         result[name] = np.empty((L, N))
         result[f"{name}_res"] = np.empty((L, N))
@@ -170,13 +189,19 @@ def block_jacobian_stats(model, acts, settings=JacobianSettings(), *, chunk_byte
                                                    chunk_bytes=chunk_bytes, layer=layer, extra=extra,
                                                    bytes_per_sample=autograd_bytes)
         total = torch.zeros(d, d, dtype=torch.float64, device=device)
+        fold_totals = torch.zeros(K, d, d, dtype=torch.float64, device=device)
         for start, J in chunks:
             total += J.sum(dim=0, dtype=torch.float64)
+            for k, fold_total in enumerate(fold_totals):
+                fold_total += J[fold_of[start:start + J.shape[0]] == k].sum(dim=0, dtype=torch.float64)
             stop = start + J.shape[0]
             # J and J - I together; the chunk stays where it was computed (e.g. CUDA), only (B,) results come back
             for name, values in per_sample_stats_pair(J, condition=condition, dtype=spectra_dtype).items():
                 result[name][layer, start:stop] = values
         result["mean"][layer] = (total / N).cpu().numpy()
+        if K:
+            sizes = torch.from_numpy(result["fold_sizes"]).to(device=device, dtype=torch.float64)
+            result["fold_means"][:, layer] = (fold_totals / sizes[:, None, None]).cpu().numpy()
         if condition:
             for suffix, what in (("", "J"), ("_res", "J - I")):
                 warn_unreliable_conditions(result["condition_number" + suffix][layer], spectra_dtype,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-__all__ = ["EXACT_MAX_N", "rank_drop", "radius_vs_rank_drop", "recovery_table"]
+__all__ = ["EXACT_MAX_N", "bottleneck_table", "rank_drop", "radius_vs_rank_drop", "recovery_table"]
 
 #: Up to this many layers the p-value enumerates every pairing (9! = 362,880, a fraction of a second).
 EXACT_MAX_N = 9
@@ -122,3 +122,31 @@ def recovery_table(tables):
                          "rank_at_alpha_max": rank.iloc[-1], "recovery": removed / trained})
     return pd.DataFrame(rows, columns=["model", "step", "mode", "rank_trained", "rank_removed", "alpha_max",
                                        "rank_at_alpha_max", "recovery"])
+
+
+def bottleneck_table(folds):
+    """The cumulative bottleneck per sample fold over a model's checkpoints (paper 004, Fig. 4a, 4d
+    and 5a at the paper's quantity, with independent units): the ``bottleneck_folds`` tables with
+    ``step`` and ``composition``, which names the two start layers the paper compares: ``full``
+    (J_{0->L}, every layer composed) and ``single`` (the last layer alone), else ``partial``.
+
+    Parameters
+    ----------
+    folds : dict
+        ``{step: table}``, each a :func:`crosslayer.dynamics.surgery.fold_bottleneck` table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        step, fold, alpha, start_layer, composition, effective_rank, log_frobenius.
+    """
+    columns = ["step", "fold", "alpha", "start_layer", "composition", "effective_rank", "log_frobenius"]
+    frames = []
+    for step, table in folds.items():
+        if table.empty:
+            continue
+        last = table["start_layer"].max()
+        composition = np.select([table["start_layer"] == 0, table["start_layer"] == last], ["full", "single"],
+                                "partial")
+        frames.append(table.assign(step=int(step), composition=composition))
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)

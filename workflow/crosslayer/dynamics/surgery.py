@@ -27,7 +27,7 @@ from crosslayer.linalg.effective_rank import (
 
 __all__ = [
     "DEFAULT_ALPHAS", "SCHUR_MODES", "schur_parts", "schur_recompose", "random_strict_upper", "haar_unitary",
-    "schur_dose_response", "schur_dose_responses", "dose_response_table",
+    "schur_dose_response", "schur_dose_responses", "dose_response_table", "fold_bottleneck",
 ]
 
 DEFAULT_ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5)
@@ -388,3 +388,36 @@ def dose_response_table(result):
                                     "start_layer": layer, "effective_rank": values.ravel(),
                                     "log_frobenius": log_fro.ravel()}))
     return pd.concat(frames, ignore_index=True)
+
+
+def fold_bottleneck(fold_means, *, rank=None, seed=0, progress=None, device=None, workers=1, threads=None):
+    """The cumulative bottleneck of each sample fold's mean Jacobians: the effective rank of the
+    composed stack from every start layer, as trained (dose 1) and with the non-normal Schur part
+    removed (dose 0), mode J, no controls. Disjoint folds make these independent replicates: the
+    units of the bottleneck's verdicts, which the whole sample's one value per start layer is not.
+
+    Parameters
+    ----------
+    fold_means : (K, L, d, d) array_like
+        ``fold_means`` of :func:`crosslayer.dynamics.checkpoint.block_jacobian_stats` (K may be 0).
+    rank, seed, device, workers, threads
+        As :func:`schur_dose_responses`.
+    progress : callable, optional
+        ``progress(layers, fold)`` wraps each fold's backward sequence of layers.
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        fold, alpha (0.0, 1.0), start_layer, effective_rank, log_frobenius; no rows when K is 0.
+    """
+    import pandas as pd
+
+    columns = ["fold", "alpha", "start_layer", "effective_rank", "log_frobenius"]
+    frames = []
+    for fold, Js in enumerate(np.asarray(fold_means)):
+        result = schur_dose_responses(Js, modes=("J",), alphas=(0.0, 1.0), rank=rank, draws=0, seed=seed,
+                                      progress=progress and (lambda layers, fold=fold: progress(layers, fold)),
+                                      device=device, workers=workers, threads=threads)["J"]
+        table = dose_response_table(result)
+        frames.append(table[table["construction"] == "dose"].assign(fold=fold)[columns])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)

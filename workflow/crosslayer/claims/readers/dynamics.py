@@ -23,6 +23,7 @@ from crosslayer.claims.readers.base import BOUNDARIES, Reader
 _SPECTRA = "results/dynamics/{model}/step{step}.spectra.tsv"
 _REGIMES = "results/dynamics/{model}/regimes.tsv"
 _SCHUR = "results/dynamics/{model}/step{step}.schur.tsv"
+_BOTTLENECK = "results/dynamics/{model}/bottleneck.tsv"
 _COUPLING = "results/topology/{model}/step{step}.coupling.tsv"
 _SUMMARY = "results/topology/{model}/step{step}.summary.tsv"
 _ACTIVATIONS = "results/dynamics/{model}/step{step}.activations.npz"
@@ -41,6 +42,9 @@ REGIMES_COLUMNS = ("step", "regime", "n_layers", "spectral_radius", "frac_expand
                    "self_alignment", "residual_norm_ratio", "cumulative_effective_rank", "min_self_alignment_layer",
                    "min_self_alignment")
 SCHUR_COLUMNS = ("step", "mode", "construction", "draw", "alpha", "start_layer", "effective_rank", "log_frobenius")
+CONTROLS_COLUMNS = ("step", "mode", "construction", "draw", "alpha", "start_layer", "effective_rank", "trained_rank",
+                    "excess")
+BOTTLENECK_COLUMNS = ("step", "fold", "alpha", "start_layer", "composition", "effective_rank")
 COUPLING_COLUMNS = ("step", "method", "layer", "depth", "variance_captured", "null_mean", "null_sd", "excess", "t",
                     "p_mesoscale", "top_singular", "n_communities", "cohens_d", "p_boundary", "n_tail", "significant",
                     "q_boundary", "self_alignment", "disruption", "delta_top_singular", "delta_variance", "n_samples",
@@ -69,6 +73,19 @@ def _spectra(root, model, steps):
     return table
 
 
+def _controls(root, model, steps):
+    """The Schur surgery's random controls (construction control_a / control_b), each draw beside the
+    trained stack's rank at the same checkpoint, mode, dose and start layer (``trained_rank``, the
+    dose rows) and ``excess``, the draw's rank above it. The draws are independent, seeded; the
+    trained rank is the one value they are compared with."""
+    table = _per_step(_SCHUR, SCHUR_COLUMNS)(root, model, steps)
+    keys = ["step", "mode", "alpha", "start_layer"]
+    trained = (table[table["construction"] == "dose"][[*keys, "effective_rank"]]
+               .rename(columns={"effective_rank": "trained_rank"}))
+    controls = table[table["construction"] != "dose"].merge(trained, on=keys, how="left")
+    return controls.assign(excess=controls["effective_rank"] - controls["trained_rank"])[list(CONTROLS_COLUMNS)]
+
+
 def _baseline(root, model, steps):
     """The random-subspace baseline of the alignments (one row per checkpoint: the spectra file's
     ``baseline_mean`` and ``baseline_sd``, equal on every layer row), and ``baseline_high``, their
@@ -78,10 +95,12 @@ def _baseline(root, model, steps):
     return table.assign(baseline_high=table["baseline_mean"] + table["baseline_sd"])
 
 
-def _regimes(root, model, steps):
-    """``regimes.tsv`` (every checkpoint of the model in one file), its rows at `steps`."""
-    table = pd.read_csv(root / _REGIMES.format(model=model), sep="\t")
-    return table[table["step"].isin(list(steps))].reset_index(drop=True)[list(REGIMES_COLUMNS)]
+def _per_model(pattern, columns):
+    """A reader of one tab-separated file per model (every checkpoint in it), its rows at `steps`."""
+    def read(root, model, steps):
+        table = pd.read_csv(root / pattern.format(model=model), sep="\t")
+        return table[table["step"].isin(list(steps))].reset_index(drop=True)[list(columns)]
+    return read
 
 
 def _samples_and_units(path):
@@ -122,9 +141,13 @@ READERS = (
     Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
            nested=(("cumulative_effective_rank", _NESTED),), shares=(("forward_alignment",), BOUNDARIES)),
     Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
-    Reader("dynamics/regimes", "dynamics", (_REGIMES,), _regimes),
+    Reader("dynamics/regimes", "dynamics", (_REGIMES,), _per_model(_REGIMES, REGIMES_COLUMNS)),
     Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
            nested=(("effective_rank", _NESTED), ("log_frobenius", _NESTED))),
+    Reader("dynamics/controls", "dynamics", (_SCHUR,), _controls, units=("draw",)),
+    # disjoint sample folds: independent replicates of the composed stack (dynamics.folds)
+    Reader("dynamics/bottleneck", "dynamics", (_BOTTLENECK,), _per_model(_BOTTLENECK, BOTTLENECK_COLUMNS),
+           units=("fold",)),
     Reader("topology/coupling", "topology", (_COUPLING, _ACTIVATIONS), _coupling, units=("layer",), power=_graph_power),
     Reader("topology/summary", "topology", (_SUMMARY,), _per_step(_SUMMARY, SUMMARY_COLUMNS)),
 )
