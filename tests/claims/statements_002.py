@@ -8,6 +8,7 @@ STATEMENTS = {
     "002-depth-emerges": ("change", ">", None),  # "coupling across depth emerges through training"
     "002-depth-rises-over-training": ("trend", ">", None),  # "low at initialization and increases persistently"
     "002-depth-locality": ("trend", "<", None),  # "more pronounced between adjacent layers": falls with distance
+    "002-locality-grows": ("trend", "<", None),  # "becomes more pronounced ... with training": the trend falls
     "002-token-self-emerges": ("change", ">", None),  # "no such coupling is present at initialization"
     # LSS "4.25 in trained models" vs "6.54 at initialization"
     "002-lss-trained-below-untrained": ("change", "<", None),

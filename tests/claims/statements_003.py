@@ -24,6 +24,7 @@ STATEMENTS = {
     "003-toy-ln-distributes": ("change", ">", None),
     # "it collapses as layers' rotation frames drift apart": weight continuity falls after forming
     "003-toy-drift": ("change", "<", None),
+    "003-toy-relu-retains": ("change", ">", None),  # "Res+ReLU ... maintains [continuity] throughout 50 epochs"
     # "Ablating MLP activation drops Gate continuity": no activation below SiLU
     "003-ablation-gate-drops": ("change", "<", None),
     "003-ablation-failure": None,

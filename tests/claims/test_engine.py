@@ -485,6 +485,10 @@ def test_a_change_of_a_trend_is_the_difference_of_two_correlations_over_the_same
     flat = {"t/units": pd.concat([units_table("m", 0, after, x=x), units_table("m", 100, same, x=x)])}
     verdict = evaluate(claim, flat)
     assert verdict.verdict == "contradicted" and "present before training" in verdict.reason
+    # a trend that "grows" may be there before: the same tables test its change alone
+    grows = make_claim(**{**KIND_ENTRIES["trend"], "before": {"step": 0}, "after": {"step": "last"}, "grows": True})
+    assert evaluate(grows, data, n_boot=2000).verdict == "holds"
+    assert evaluate(grows, flat).verdict == "inconclusive"
 
 
 def test_a_trend_already_perfect_before_training_contradicts_installing_it():

@@ -231,7 +231,7 @@ def test_the_claims_are_computed_on_the_stages_files(run):
         verdict = evaluate(claim, tables, n_boot=200)
         needs_more = {"002-depth-rises-over-training", "002-linearity-over-training",  # two steps: no trend
                       "002-parallels-accuracy",
-                      "002-depth-locality",  # three layers: three unordered pairs, six needed
+                      "002-depth-locality", "002-locality-grows",  # three layers: three unordered pairs, six needed
                       "002-token-self-emerges",  # two token-wise prompts, three needed
                       "002-fixed-input-emerges", "002-fixed-output-emerges",  # as token-self
                       "002-sv-scaling-untrained",  # three blocks, four needed

@@ -195,3 +195,16 @@ def test_the_bottleneck_names_the_two_ends_and_its_claims_take_folds_as_units(ru
         assert verdict.n == 3 and verdict.unit == "sample folds" and verdict.verdict != "not testable", verdict
     controls = evaluate(CATALOGUE.claim("004-schur-controls"), tables)
     assert controls.n == 3 and controls.unit == "control draws", controls
+
+
+def test_a_run_without_folds_says_which_setting_left_the_bottleneck_untestable(run, tmp_path):
+    from crosslayer.claims.engine import evaluate
+
+    root, tables = run
+    empty = tmp_path / f"results/dynamics/{MODEL}"
+    empty.mkdir(parents=True)
+    bottleneck_table({}).to_csv(empty / "bottleneck.tsv", sep="\t", index=False)  # bottleneck_folds at folds 0
+    read = read_tables(tmp_path, {"dynamics/bottleneck": {MODEL: list(STEPS)}})
+    verdict = evaluate(CATALOGUE.claim("004-schur-dissolves"), {**{k: v for k, v in tables.items()
+                                                                    if k != "dynamics/bottleneck"}, **read})
+    assert verdict.verdict == "not testable" and "dynamics.folds is 0" in verdict.reason

@@ -132,6 +132,14 @@ def test_paper004_figure_numbers_are_those_of_the_saved_arrays(tiny_run, model):
         dose = schur.query("mode == 'J' and construction == 'dose' and alpha == 1").set_index("start_layer")
         np.testing.assert_allclose(dose["log_frobenius"], spectra["cumulative_log_frobenius"], rtol=1e-8)
         assert schur["log_frobenius"].notna().all()
+    # the bottleneck per sample fold: the default dynamics.folds (4) of the 40 samples, both doses,
+    # every start layer and step; the folds' means pooled by size are the whole sample's mean
+    bottleneck = pd.read_csv(tiny_run / f"results/dynamics/{model}/bottleneck.tsv", sep="\t")
+    assert len(bottleneck) == len(funnel) * 4 * 2 * len(spectra) and bottleneck["effective_rank"].notna().all()
+    with np.load(tiny_run / f"results/dynamics/{model}/step{step}.jacobians.npz") as npz:
+        assert npz["fold_sizes"].tolist() == [10] * 4
+        pooled = np.tensordot(npz["fold_sizes"], npz["fold_means"].astype(float), axes=1) / 40
+        np.testing.assert_allclose(pooled, npz["mean"], rtol=1e-5, atol=1e-6)
 
 
 def test_communities_match_leidenalg_run_directly_on_the_stored_graphs(tiny_run):

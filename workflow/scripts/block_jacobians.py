@@ -19,7 +19,8 @@ params = snakemake.params
 settings = JacobianSettings(
     n_samples=params.n_samples, min_tokens=params.min_tokens, max_tokens=params.max_tokens, method=params.method,
     per_sample_dtype=params.per_sample_dtype,  # per-sample statistics on the Jacobians' device
-    condition_number=params.condition_number)  # False: no SVD, no condition_number(_res) in the npz
+    condition_number=params.condition_number,  # False: no SVD, no condition_number(_res) in the npz
+    folds=params.folds)  # the sample folds' mean Jacobians too: the bottleneck's independent units
 manifest = verified_manifest(snakemake.input.manifest)  # the files are still those it registered
 # one load for both outputs: at 8B scale reading the checkpoint is minutes, not seconds
 activations, jacobians = measure_checkpoint(manifest, settings, samples=snakemake.input.samples, device=device,

@@ -34,6 +34,9 @@ always among them) and ``claims``, a list of mappings with these keys:
 ``since``
     for a trend over the checkpoints of one run, ``{column: selector}``: its rows at or after the
     selected value only (the checkpoints after the paper's reference step).
+``grows: true``
+    for a trend's change: the paper says the trend grows ("becomes more pronounced"), so it may be
+    there before; without it a trend already present before contradicts (training "installs" it).
 ``where, at, before, after``
     row selections, ``{column: selector}``: ``where`` takes literals only; the others also take
     ``first`` / ``last`` (the column's smallest / largest value for the model), ``untrained`` (for
@@ -105,7 +108,7 @@ __all__ = [
 
 _CLAIM_KEYS = {"id", "section", "quote", "testable", "why", "kind", "scope", "table", "column", "x", "statistic",
                "direction", "value", "unit", "where", "at", "before", "after", "since", "indicator", "groups", "applies_to",
-               "requires", "note", "figure", "magnitude", "margin", "stated_for"}
+               "requires", "note", "figure", "magnitude", "margin", "stated_for", "grows"}
 _FILE_KEYS = {"paper", "title", "tables", "claims"}
 _OPTIONAL_FILE_KEYS = {"published", "lost", "paper_models", "budgets"}
 _PUBLISHED_KEYS = {"model", "section", "quantity", "value", "table", "column", "where", "at", "note"}
@@ -349,6 +352,10 @@ def _comparison(entry, where):
     if not (isinstance(min_units, int) and min_units >= 2 and isinstance(min_models, int) and min_models >= 1):
         raise CatalogueError(f"{where}: requires.min_units must be an int >= 2 and min_models >= 1, got {requires!r}")
     magnitude, margin = _strength(entry, value, where)
+    grows = entry.get("grows", False)
+    if not isinstance(grows, bool) or (grows and not (kind == "trend" and "before" in entry)):
+        raise CatalogueError(f"{where}: `grows` is true or false, and only for a trend's change (before -> after), "
+                             f"got {grows!r}")
     return dict(
         kind=kind, scope=scope, table=str(entry["table"]), column=str(entry["column"]), x=str(entry.get("x", "")),
         statistic=entry["statistic"], direction=entry["direction"], value=value,
@@ -359,7 +366,7 @@ def _comparison(entry, where):
         indicator=_indicator(entry.get("indicator"), where),
         groups=_groups(entry.get("groups"), where),
         applies_to=_selection(entry.get("applies_to", {}), "applies_to", where, literal_only=True),
-        min_units=min_units, min_models=min_models, early=requires.get("early", False),
+        min_units=min_units, min_models=min_models, early=requires.get("early", False), grows=grows,
     )
 
 

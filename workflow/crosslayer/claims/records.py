@@ -133,6 +133,8 @@ class Claim:
         What a run needs beyond the rows themselves; see also :meth:`requirements`.
     early : bool
         The claim is about early training: its selected step must come before the model's last.
+    grows : bool
+        A trend's change that may be present before (it "grows"), not one training "installs".
     note : str
     """
 
@@ -167,6 +169,7 @@ class Claim:
     min_units: int = 3
     min_models: int = 1
     early: bool = False
+    grows: bool = False
     note: str = ""
     figure: str = ""
 

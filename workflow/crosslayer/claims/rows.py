@@ -51,7 +51,10 @@ def models_in_scope(claim, data):
 
 def require_table(data, name, columns):
     if name not in data:
-        raise Missing(f"no table {name}")
+        from crosslayer.claims.readers import READERS
+
+        why = READERS[name].empty if name in READERS else ""
+        raise Missing(f"no table {name}" + (f" ({why})" if why else ""))
     absent = [c for c in dict.fromkeys(columns) if c and c not in data[name].columns]
     if absent:
         raise Missing(f"table {name} has no column(s) {absent}")

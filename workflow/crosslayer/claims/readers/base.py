@@ -44,7 +44,8 @@ class Reader:
     about its power, from a model's rows of the table ("" where it has none), for the verdicts'
     reasons; `shares`: ``(columns, LayerShare)`` where the units join layers that other units
     join too (layer pairs, boundaries), for those columns (all where empty); `series`: the units
-    are one run's checkpoints, no replicates of each other."""
+    are one run's checkpoints, no replicates of each other; `empty`: why a run's file may hold no
+    rows (a setting that turns them off), for the reason of a claim that finds none."""
 
     table: str
     stage: str
@@ -56,6 +57,7 @@ class Reader:
     power: Callable[[pd.DataFrame], str] | None = None
     shares: tuple | None = None
     series: bool = False
+    empty: str = ""
 
     def paths(self, root, model, steps):
         """The files this reader reads for `model` (``{step}`` patterns once per step, in order)."""

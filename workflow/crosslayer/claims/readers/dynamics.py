@@ -35,8 +35,8 @@ _NESTED = ("the composed Jacobian from start layer l contains the one from l + 1
 
 #: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
 SPECTRA_COLUMNS = ("step", "layer", "depth", "regime", "spectral_radius", "frac_expanding", "frac_complex",
-                   "henrici", "self_alignment", "forward_alignment", "self_alignment_res", "residual_norm_ratio",
-                   "cumulative_effective_rank")
+                   "henrici", "self_alignment", "forward_alignment", "self_alignment_res", "forward_alignment_res",
+                   "residual_norm_ratio", "cumulative_effective_rank")
 BASELINE_COLUMNS = ("step", "baseline_mean", "baseline_sd")
 REGIMES_COLUMNS = ("step", "regime", "n_layers", "spectral_radius", "frac_expanding", "frac_complex", "henrici",
                    "self_alignment", "residual_norm_ratio", "cumulative_effective_rank", "min_self_alignment_layer",
@@ -139,7 +139,7 @@ def _graph_power(rows):
 
 READERS = (
     Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
-           nested=(("cumulative_effective_rank", _NESTED),), shares=(("forward_alignment",), BOUNDARIES)),
+           nested=(("cumulative_effective_rank", _NESTED),), shares=(("forward_alignment", "forward_alignment_res"), BOUNDARIES)),
     Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
     Reader("dynamics/regimes", "dynamics", (_REGIMES,), _per_model(_REGIMES, REGIMES_COLUMNS)),
     Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
@@ -147,7 +147,7 @@ READERS = (
     Reader("dynamics/controls", "dynamics", (_SCHUR,), _controls, units=("draw",)),
     # disjoint sample folds: independent replicates of the composed stack (dynamics.folds)
     Reader("dynamics/bottleneck", "dynamics", (_BOTTLENECK,), _per_model(_BOTTLENECK, BOTTLENECK_COLUMNS),
-           units=("fold",)),
+           units=("fold",), empty="dynamics.folds is 0: the run kept no sample folds (set it to 4, the default)"),
     Reader("topology/coupling", "topology", (_COUPLING, _ACTIVATIONS), _coupling, units=("layer",), power=_graph_power),
     Reader("topology/summary", "topology", (_SUMMARY,), _per_step(_SUMMARY, SUMMARY_COLUMNS)),
 )
