@@ -114,10 +114,12 @@ def test_per_checkpoint_tables_hold_the_files_values(run):
             file = source(root, name.split("/")[1], step).set_index(keys).sort_index()
             rows = ours[ours["step"] == step].drop(columns=["model", "step"]).set_index(keys).sort_index()
             assert len(rows) == len(file), name
-            columns = [c for c in rows.columns if c not in ("depth", "n_samples", "n_units")]  # added by the readers
+            added = ("depth", "readout", "n_samples", "n_units")  # by the readers
+            columns = [c for c in rows.columns if c not in added]
             pd.testing.assert_frame_equal(rows[columns], file[columns], check_dtype=False, obj=name)
     spectra = tables["dynamics/spectra"]
     np.testing.assert_array_equal(spectra["depth"], spectra["layer"])
+    assert spectra["readout"].tolist() == [layer == L - 2 for layer in range(L)] * len(STEPS)  # the last boundary
     assert spectra["layer"].tolist() == [*range(L)] * len(STEPS)
     assert tables["topology/coupling"]["significant"].dtype == bool
 

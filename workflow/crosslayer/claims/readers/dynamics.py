@@ -34,7 +34,7 @@ _NESTED = ("the composed Jacobian from start layer l contains the one from l + 1
            "not write")
 
 #: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
-SPECTRA_COLUMNS = ("step", "layer", "depth", "regime", "spectral_radius", "frac_expanding", "frac_complex",
+SPECTRA_COLUMNS = ("step", "layer", "depth", "readout", "regime", "spectral_radius", "frac_expanding", "frac_complex",
                    "henrici", "self_alignment", "forward_alignment", "self_alignment_res", "forward_alignment_res",
                    "residual_norm_ratio", "cumulative_effective_rank")
 BASELINE_COLUMNS = ("step", "baseline_mean", "baseline_sd")
@@ -67,9 +67,13 @@ def _per_step(pattern, columns):
 
 def _spectra(root, model, steps):
     """The per-layer spectra of every checkpoint, with ``depth``: the layer index again, as a
-    trend's ``x`` (the engine indexes the units by ``layer``, so a trend cannot read it as ``x``)."""
-    table = _per_step(_SPECTRA, [c for c in SPECTRA_COLUMNS if c != "depth"])(root, model, steps)
+    trend's ``x`` (the engine indexes the units by ``layer``, so a trend cannot read it as ``x``),
+    and ``readout``: true on the last boundary's row (layer L - 2, into the last block), whose
+    forward-alignment spike the paper sets apart as "the readout boundary"."""
+    table = _per_step(_SPECTRA, [c for c in SPECTRA_COLUMNS if c not in ("depth", "readout")])(root, model, steps)
     table.insert(2, "depth", table["layer"])
+    last = table.groupby("step")["layer"].transform("max")
+    table.insert(3, "readout", table["layer"] == last - 1)
     return table
 
 
