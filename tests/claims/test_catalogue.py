@@ -340,6 +340,34 @@ def test_the_engine_applies_the_papers_direction(claim):
         assert verdict.verdict == expected, f"{claim.id} ({claim.section}: {claim.quote!r}): {verdict.reason}"
 
 
+#: What the engine's reason names for each test the calibration bench lists (bench.calibration.claim_tests).
+BENCH_METHODS = {
+    "mean, Student's t": "(Student's t)", "change of 0/1 units, t": "(Student's t)",
+    "fraction, Clopper-Pearson": "(Clopper-Pearson)", "ratio of means, Fieller": "(Fieller)",
+    "mean over boundaries, chain t, shared layers": "(t along a chain of", "absence of a mean, TOST": "interval",
+    "mean over layer pairs, layer jackknife, shared layers": "(jackknife over",
+    "two groups, unequal-variance t (Hsu)": "(unequal-variance t", "trend, Fisher's z + permutation": "(Fisher's z)",
+    "trend over boundaries, Fisher's z over every other one + permutation": "boundaries that share no layer)",
+    "trend over layer pairs, layer jackknife + permutation": "(jackknife over", "absence of a trend, TOST (Fisher's z)":
+    "(Fisher's z)", "trend over one run's checkpoints, permutation": "permutation", "change of a trend, jackknife + "
+    "swap permutation": "(jackknife over",
+}
+
+
+def test_the_calibration_bench_lists_the_test_each_claims_verdict_takes():
+    """bench.calibration.claim_tests() reads each claim's test off its fields apart from the engine's
+    dispatch: on each claim's planted tables the engine's reason names that test."""
+    from bench.calibration import claim_tests
+
+    listed = {claim: (unit, name) for claim, unit, name in claim_tests()}
+    assert set(listed) == {c.id for c in TESTABLE}
+    for claim in TESTABLE:
+        unit, name = listed[claim.id]
+        units = 200 if claim.direction == "==" and (claim.kind == "trend" or claim.indicator) else 24
+        verdict = evaluate(claim, planted(claim, 1, n_units=units), n_boot=200)
+        assert unit == claim.unit_name and BENCH_METHODS[name] in verdict.reason, (claim.id, name, verdict.reason)
+
+
 DIRECTED = [c for c in TESTABLE if c.direction != "==" and not nested(c)]
 
 
