@@ -540,3 +540,45 @@ def test_settings_default_to_what_the_stages_compute_and_name_the_key_otherwise(
                                 ("community_method", "signed_rb", "across_papers.community_method: 'signed_rb'")):
         with pytest.raises(ValueError, match=message):
             across_papers_settings(across_papers_config(**{key: value}))
+
+
+def effective_config(path):
+    """A config file as the workflow reads it: the schema's defaults filled in."""
+    from snakemake.utils import validate
+
+    config = yaml.safe_load(Path(path).read_text())
+    validate(config, str(Path(__file__).parents[1] / "config" / "schema.yaml"))
+    return config
+
+
+def other_type(value, key=""):
+    """`value` with every number written as the other type its key's schema does not declare (an
+    integer key's 3 as 3.0, a number key's 1.0 as 1, where integral), and the dotted keys changed."""
+    if isinstance(value, dict):
+        pairs = [other_type(item, f"{key}.{name}" if key else name) for name, item in value.items()]
+        return dict(zip(value, (v for v, _ in pairs))), [k for _, keys in pairs for k in keys]
+    if isinstance(value, list):
+        pairs = [other_type(item, f"{key}.*") for item in value]  # an array's items: its node's `items`
+        return [v for v, _ in pairs], [k for _, keys in pairs for k in keys]
+    node = resolved(schema_node(key.replace(".*", "")) or {})
+    node = resolved(node.get("items", node)) if key.endswith(".*") else node
+    types = [node.get("type")] if isinstance(node.get("type"), str) else node.get("type", [])
+    if type(value) is int and "integer" in types:
+        return float(value), [key]
+    if isinstance(value, float) and "number" in types and value.is_integer():
+        return int(value), [key]
+    return value, []
+
+
+@pytest.mark.parametrize("path", ["config/config.yaml", "tests/configs/tiny.yaml"])
+def test_every_number_takes_the_type_its_schema_key_declares(path):
+    """One walk over the schema: every integer key given an integral float, and every number key an
+    int, come back as the config wrote them (the same settings, so the same params)."""
+    from crosslayer.config import typed_config
+
+    config = effective_config(Path(__file__).parents[1] / path)
+    flipped, keys = other_type(config)
+    assert len({k for k in keys if "*" not in k}) > 40 and repr(flipped) != repr(config)  # most keys, not a handful
+    assert repr(typed_config(flipped, SCHEMA)) == repr(typed_config(config, SCHEMA))
+    if path == "config/config.yaml":  # the default and the schema's defaults are written in their keys' types
+        assert repr(typed_config(config, SCHEMA)) == repr(config)

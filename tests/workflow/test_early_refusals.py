@@ -236,8 +236,20 @@ def test_a_truncated_npz_input_is_named_and_remade_as_its_message_says(tmp_path)
         assert snakemake(tmp_path, target, "--cores", "1", "--configfile", config, check=False).returncode != 0
         log = (tmp_path / "logs/summarize_alignment/m.log").read_text()
         assert f"{npz} is truncated or corrupt (BadZipFile" in log, log[-3000:]
-        assert f"delete it and run snakemake again, which remakes it with the job that wrote it (or run snakemake " \
-               f"--force {npz})" in log
+        assert f"run snakemake --force {npz} (with this run's other options: --cores, --configfile, --profile), " \
+               "which remakes it with the job that wrote it" in log
     assert snakemake(tmp_path, "--force", npz, "--cores", "1", "--configfile", config, check=False).returncode == 0
     assert (tmp_path / npz).read_bytes() == whole
     assert snakemake(tmp_path, target, "--cores", "1", "--configfile", config, check=False).returncode == 0
+
+
+def test_a_checkpoint_folder_link_that_loops_stops_the_parse_naming_it(tmp_path):
+    # two links to "." once kept the parse walking for minutes, gigabytes deep, without a word
+    loop = checkpoint(tmp_path / "ckpt")
+    (loop / "a").symlink_to(".")
+    (loop / "b").symlink_to(".")
+    models = {"m": {"source": "local", "checkpoints": {"1": str(loop)}}}
+    result = snakemake(tmp_path, "-n", "--configfile", tiny_config(tmp_path / "c.yaml", models), check=False,
+                       timeout=300)
+    assert result.returncode != 0 and "Invalid checkpoint: " in result.output, result.output[-3000:]
+    assert "links to ., a folder the checkpoint" in result.output and not (tmp_path / "results").exists()

@@ -20,7 +20,7 @@ DOC = ROOT / "docs" / "reruns.md"
 #: at paper scale (docs/benchmarks.md).
 EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "train_toy_dataset", "download_checkpoint",
              "build_untrained", "register_checkpoint", "mlp_alignment", "gated_alignment", "block_jacobians",
-             "block_coupling", "projection_continuity", "schur_surgery", "evaluate"}
+             "block_coupling", "projection_continuity", "schur_surgery", "bottleneck_folds", "evaluate"}
 
 #: Each key of config/schema.yaml and the value it is changed to (from tiny.yaml's or the default's).
 CHANGES = {

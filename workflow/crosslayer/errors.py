@@ -86,8 +86,10 @@ class CorruptFileError(RuntimeError):
 
     def __init__(self, path, reason):
         self.path = str(path)
-        super().__init__(f"{path} is truncated or corrupt ({reason}): delete it and run snakemake again, which "
-                         f"remakes it with the job that wrote it (or run snakemake --force {path})")
+        super().__init__(f"{path} is truncated or corrupt ({reason}): run snakemake --force {path} (with this "
+                         "run's other options: --cores, --configfile, --profile), which remakes it with the job that "
+                         "wrote it, then run snakemake again. Deleting it is not enough: once later results exist, "
+                         "Snakemake plans nothing to remake it")
 
 
 class DegenerateInputWarning(UserWarning):

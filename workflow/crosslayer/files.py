@@ -31,19 +31,41 @@ def checkpoint_files(directory):
     """Every regular file under a directory, links followed (hub cache files link to blobs/), but
     Snakemake's marker (:data:`SNAKEMAKE_MARKER`).
 
+    Raises
+    ------
+    CheckpointError
+        A folder link that points into the directory or above it, or at a folder already listed
+        (naming the link): it would list the same files again, without end for ``a -> .``.
+
     Returns
     -------
     list of (str, Path)
         ``(POSIX path relative to directory, path)``, sorted by the relative path.
     """
     directory = Path(directory)
-    found = []
-    for root, _, names in os.walk(directory, followlinks=True):
+    top, found = directory.resolve(), []
+    seen = {_identity(directory)}
+    for root, folders, names in os.walk(directory, followlinks=True):
+        for folder in folders:  # a link back into the folder (a -> .) would be walked without end
+            path = Path(root, folder)
+            if _identity(path) in seen or top.is_relative_to(path.resolve()):
+                target = os.readlink(path) if path.is_symlink() else path.resolve()
+                raise CheckpointError(
+                    f"{path} links to {target}, a folder the checkpoint {directory} already holds or one above it: "
+                    "following it would list its files again and again (a hub cache links files, not folders). "
+                    "Remove the link, or copy what it points to")
+            seen.add(_identity(path))
         for name in names:
             path = Path(root, name)
             if path.is_file() and name != SNAKEMAKE_MARKER:
                 found.append((path.relative_to(directory).as_posix(), path))
     return sorted(found)
+
+
+def _identity(path):
+    """(device, inode) of a folder, links followed: the same folder under two names."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 #: A file changed less than this long before it was looked at is hashed again next time: a change

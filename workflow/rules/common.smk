@@ -2,6 +2,7 @@ import functools
 import os
 import re
 import sys
+import yaml
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -39,9 +40,12 @@ except ImportError as err:
     ) from None
 
 validate(config, schema="../../config/schema.yaml")
-# Keys sorted (but the order of models and runs, which tables and figures follow): the same settings
-# written in another key order are the same params, and re-run nothing.
-canonical = cfg.canonical_config(config)
+# Each number of its key's type (3.0 for an integer key is 3, 1 for a number key 1.0) and keys sorted
+# (but the order of models and runs, which tables and figures follow): the same settings written
+# another way are the same params, and re-run nothing.
+with open(workflow.source_path("../../config/schema.yaml") if WORKFLOW_ROOT is None
+          else WORKFLOW_ROOT / "config" / "schema.yaml") as schema_file:
+    canonical = cfg.canonical_config(cfg.typed_config(config, yaml.safe_load(schema_file)))
 config.clear()
 config.update(canonical)
 try:
@@ -70,6 +74,7 @@ def local_models():
         try:  # every step's config.json and tokenizer files, so that none fails in a job instead
             adapters = []
             for step, path in cfg.local_checkpoints(entry).items():
+                checkpoint_files(path)  # a folder link that loops stops here, named, not in a hung input function
                 adapters.append(checkpoint_adapter(path, model=name, revision=f"step{step}"))
                 if workflow.is_main_process:  # not again in each cluster job's parse: tens of MB a tokenizer.json
                     check_tokenizer_files(path, model=name, revision=f"step{step}")

@@ -6,6 +6,11 @@ norm, and a Haar-random unitary basis).
 
 import math
 import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 
@@ -333,9 +338,24 @@ class _Sweep:
         self.haar_bases = {j: W for j, (W, _) in haar.items()}
 
 
-def _limit_threads(threads):
-    """A Schur-form worker's initializer: its BLAS threads."""
+def _start_worker(threads, parent):
+    """A Schur-form worker's initializer: its BLAS threads, and its end when the job's process ends
+    however it ends (``kill -9``, the OOM killer, a node's ``scancel``), which no ``finally`` sees:
+    on Linux the kernel sends it SIGTERM (a parent-death signal); elsewhere, or if the job had
+    already gone, a thread that watches the parent's pid ends it."""
     threadpool_limits(threads)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
 def _schur_forms(Js, modes, workers, threads):
@@ -349,8 +369,8 @@ def _schur_forms(Js, modes, workers, threads):
         return
     per_worker = max(1, (threads or multiprocessing.cpu_count()) // workers)
     # spawn: the parent may hold a CUDA context, which a forked child must not inherit
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_limit_threads,
-                             initargs=(per_worker,)) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=_start_worker,
+                             initargs=(per_worker, os.getpid())) as pool:
         pending, ahead = deque(), iter(layers)
 
         def submit():
