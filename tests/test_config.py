@@ -582,3 +582,11 @@ def test_every_number_takes_the_type_its_schema_key_declares(path):
     assert repr(typed_config(flipped, SCHEMA)) == repr(typed_config(config, SCHEMA))
     if path == "config/config.yaml":  # the default and the schema's defaults are written in their keys' types
         assert repr(typed_config(config, SCHEMA)) == repr(config)
+
+
+def test_config_readme_documents_every_key_of_a_model_entry():
+    # the models' table has no defaults column, so the walk over defaults above leaves it out
+    text = (Path(__file__).parents[1] / "config" / "README.md").read_text()
+    keys = resolved(SCHEMA["properties"]["models"]["additionalProperties"])["properties"]
+    missing = [key for key in keys if not re.search(rf"^\| `{key}`[ |(]", text, re.M)]
+    assert len(keys) > 10 and missing == [], f"model entry keys missing from config/README.md: {missing}"

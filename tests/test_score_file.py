@@ -97,3 +97,10 @@ def test_the_checkpoint_is_the_last_step_and_a_hub_models_revision(tmp_path):
     with pytest.raises(ValueError, match=r"^coupling\.scores: .* line 3: model 'h' was scored at step 10, but .* "
                                          "step 200"):
         check_config(config)
+
+
+def test_excels_csv_utf8_with_its_byte_order_mark_is_read(tmp_path):
+    # Excel's "CSV UTF-8" starts with U+FEFF: it was refused, showing the header as ['\ufeffmodel', 'score']
+    path = tmp_path / "scores.csv"
+    path.write_bytes("model,score\r\na,41.5\r\n".encode("utf-8-sig"))
+    assert read_scores(path, models=["a"]) == {"a": 41.5}

@@ -105,6 +105,17 @@ def test_the_matrix_colours_each_cell_by_its_verdict():
     plt.close(fig)
 
 
+def test_the_matrix_title_fits_the_figure_however_narrow():
+    # two models and beyond-scope marks: the title's second sentence ran off the right edge
+    table = verdict_table([CATALOGUE], tables(), {"t": ["a", "b"]}, n_boot=300).assign(in_paper_scope=False)
+    fig = verdicts_figure(table)
+    fig.canvas.draw()
+    title, frame = fig.axes[0].title.get_window_extent(), fig.bbox
+    assert "*: beyond the paper's scope" in fig.axes[0].get_title(loc="left").replace("\n", " ")
+    assert frame.x0 <= title.x0 and title.x1 <= frame.x1 and title.y1 <= frame.y1, (title, frame)
+    plt.close(fig)
+
+
 def test_the_first_page_embeds_the_matrix_and_links_each_verdict_to_its_figure(tmp_path):
     png = tmp_path / "m.png"
     png.write_bytes(b"\x89PNG fake")

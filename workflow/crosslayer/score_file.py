@@ -60,7 +60,8 @@ def read_scores(path, *, models, complete=True, checkpoints=None):
         if os.path.getsize(path) > MAX_SCORES_BYTES:
             raise ValueError(f"{where} is {os.path.getsize(path):,} bytes, more than a table of one score per model "
                              f"needs ({MAX_SCORES_BYTES:,} at most): point coupling.scores at the scores CSV")
-        with open(path, newline="", encoding="utf-8") as handle:
+        # utf-8-sig: Excel's "CSV UTF-8" starts with a byte-order mark, which would stick to "model"
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.reader(handle)
             header = next(reader, [])
             rows = list(reader)

@@ -7,6 +7,8 @@ last column). A claim no model can test is grey on every model.
 (:func:`crosslayer.claims.verdicts.verdict_table`) and returns a new matplotlib Figure.
 """
 
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -37,15 +39,16 @@ def verdicts_figure(verdicts):
     labels, beyond = list(claims), set()
     for row in verdicts.itertuples():
         i = claims.index(row.claim)
-        if not getattr(row, "in_paper_scope", True):
-            beyond.add((i, len(subjects) - 1 if row.scope == "group" else subjects.index(row.subject)))
         if row.scope == "group":
-            grid[i, -1] = index[row.verdict]
+            columns = [len(subjects) - 1]
             labels[i] = f"{row.claim} ({row.subject})"
         elif row.subject == ALL_MODELS:  # beyond the tables, or no model of the run has them
-            grid[i, :] = index[row.verdict]
+            columns = list(range(len(subjects)))
         else:
-            grid[i, subjects.index(row.subject)] = index[row.verdict]
+            columns = [subjects.index(row.subject)]
+        grid[i, columns] = index[row.verdict]
+        if not getattr(row, "in_paper_scope", True):
+            beyond.update((i, j) for j in columns)
     width = 3.2 + 0.9 * len(subjects)
     fig, ax = plt.subplots(figsize=(width, 1.2 + 0.28 * len(claims)), layout="constrained")
     ax.imshow(np.ma.masked_invalid(grid), cmap=ListedColormap([VERDICT_COLORS[v] for v in VERDICTS]),
@@ -65,8 +68,11 @@ def verdicts_figure(verdicts):
     ax.set_yticks(np.arange(len(claims) + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", lw=0.8)
     ax.tick_params(which="minor", length=0)
-    ax.set_title("The papers' claims on this run (blank: does not apply;\n*: beyond the paper's scope, a model it "
-                 "does not state the claim for or a run below a tenth of its budget)" if beyond else "The papers' claims on this run (blank: does not apply)", fontsize=9)
+    title = "The papers' claims on this run (blank: does not apply)" + (
+        "; *: beyond the paper's scope, a model it does not state the claim for or a run below a tenth of its "
+        "budget" if beyond else "")
+    # wrapped to the figure's width (about 13 characters an inch at 9 points): a narrow matrix cut it off
+    ax.set_title(textwrap.fill(title, width=int(12 * width)), fontsize=9, loc="left")
     ax.legend(handles=[Patch(color=VERDICT_COLORS[v], label=f"{_MARKS[v]} {v}") for v in VERDICTS],
               loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return fig
