@@ -28,14 +28,15 @@ def _descendants(pid):
     parents = {int(p.name): _parent(int(p.name)) for p in Path("/proc").iterdir() if p.name.isdigit()}
     found, todo = [], [pid]
     while todo:
-        kids = [child for child, parent in parents.items() if parent == todo.pop()]
+        above = todo.pop()
+        kids = [child for child, parent in parents.items() if parent == above]
         found += kids
         todo += kids
     return found
 
 
 @pytest.mark.parametrize("victim, sig", [("job", signal.SIGKILL), ("job", signal.SIGTERM),
-                                         ("snakemake", signal.SIGTERM)])
+                                         ("snakemake", signal.SIGKILL)])
 def test_no_schur_worker_outlives_its_job(tiny_run, tmp_path, victim, sig):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run, symlinks=True)
@@ -50,7 +51,7 @@ def test_no_schur_worker_outlives_its_job(tiny_run, tmp_path, victim, sig):
             time.sleep(0.2)
         assert len(workers) == 2, "the schur_surgery job never started its two Schur-form workers"
         job = _parent(workers[0])
-        left = _descendants(job)  # the workers and multiprocessing's resource tracker
+        left = [job, *_descendants(job)]  # the job, its workers and multiprocessing's resource tracker
         assert set(workers) <= set(left) and any("resource_tracker" in _cmdline(p) for p in left)
         os.kill(job if victim == "job" else snakemake.pid, sig)
         deadline = time.monotonic() + 20

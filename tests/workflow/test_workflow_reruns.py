@@ -85,6 +85,20 @@ def test_the_same_settings_in_another_key_order_plan_nothing(tiny_run, tmp_path)
         assert planned(tiny_run, config) == {}, name
 
 
+def test_every_number_written_as_the_other_type_plans_nothing(tiny_run, tmp_path):
+    # issue 59: the default's alphas written with ints (0, 1 for 0.0, 1.0) re-planned every Schur surgery,
+    # community detection and topology statistic; alignment.k: 3.0 failed in its job. One walk over
+    # the schema: every integer key as a float, every integral number as an int, at once
+    import yaml
+    from test_config import effective_config, other_type
+
+    flipped, keys = other_type(effective_config(TINY))
+    assert {"dynamics.schur.alphas.*", "alignment.k", "topology.rb_resolution_pos", "toy.seeds.*"} <= set(keys)
+    config = tmp_path / "flipped.yaml"
+    config.write_text(yaml.safe_dump(flipped, sort_keys=False))
+    assert planned(tiny_run, str(config)) == {}
+
+
 def test_the_order_of_models_and_runs_replans_only_the_tables_and_figures_that_list_them(tiny_run, tmp_path):
     # sorted keys everywhere reorder tiny.yaml's toy runs and transformer ablations (its models are sorted)
     jobs = planned(tiny_run, written_back(tmp_path / "sorted.yaml", sorted, presentation=True))
