@@ -30,6 +30,7 @@ STATEMENTS = {
     "004-forward-random-at-init": ("threshold", "==", None),  # "exactly random at initialization"
     "004-mesoscale-rises": ("trend", ">", None),  # "explained variance rising over the layers"
     "004-sign-absent-at-init": ("trend", "==", None),  # "a relationship absent at initialization"
+    "004-late-ceiling-kept": ("change", "==", None),  # "Training leaves the late ceiling near-symmetric"
     "004-regimes-at-init": ("trend", ">", None),  # "Depth regimes ... are largely architectural": at step 0
     "004-coordination-mid": ("change", ">", None),  # "Training installs inter-layer coordination" in J - I
     "004-collapse-at-large-radii": None,
