@@ -30,8 +30,8 @@ _ACTIVATIONS = "results/dynamics/{model}/step{step}.activations.npz"
 #: Why the cumulative quantities are no sample of independent units: each start layer's product
 #: J_{l->L} contains the next one's.
 _NESTED = ("the composed Jacobian from start layer l contains the one from l + 1, so its start layers are nested, "
-           "not independent units; an interval needs per-block ranks or resampled inputs, which the stage does "
-           "not write")
+           "not independent units; a claim on the composed stack reads dynamics/bottleneck, whose disjoint sample "
+           "folds are")
 
 #: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
 SPECTRA_COLUMNS = ("step", "layer", "depth", "readout", "regime", "spectral_radius", "frac_expanding", "frac_complex",
