@@ -574,7 +574,7 @@ def other_type(value, key=""):
 def test_every_number_takes_the_type_its_schema_key_declares(path):
     """One walk over the schema: every integer key given an integral float, and every number key an
     int, come back as the config wrote them (the same settings, so the same params)."""
-    from crosslayer.config import typed_config
+    from crosslayer.schema_types import typed_config
 
     config = effective_config(Path(__file__).parents[1] / path)
     flipped, keys = other_type(config)

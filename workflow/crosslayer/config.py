@@ -12,7 +12,7 @@ from crosslayer.score_file import read_scores
 from crosslayer.stages import ANALYSES, STAGES, TOKENIZING_STAGES, stage, supported_stages
 
 __all__ = [
-    "ANALYSES", "PRESENTATION_ORDER", "canonical_config", "typed_config", "model_analyses", "models_for", "selected_models",
+    "ANALYSES", "PRESENTATION_ORDER", "canonical_config", "model_analyses", "models_for", "selected_models",
     "model_steps", "untrained_seed", "resolve_checkpoints", "local_checkpoints", "train_settings", "reference_step",
     "check_model_entries", "check_config", "check_model_sizes", "scored_checkpoints",
     "tokenizing_stages", "toy_settings", "toy_image_sets", "ablation_settings", "across_papers_settings",
@@ -40,38 +40,6 @@ def canonical_config(value, _at=()):
         return {key: canonical_config(value[key], (*_at, key)) for key in keys}
     if isinstance(value, (list, tuple)):
         return [canonical_config(item, (*_at, None)) for item in value]
-    return value
-
-
-def typed_config(value, schema, _root=None):
-    """`value` (the config, or any part of it, against its part of the JSON schema) with each number
-    of the type its schema key declares: an ``integer`` key's integral float as an int (``3.0``,
-    which JSON Schema counts as an integer, broke a job deep in its library) and a ``number`` key's
-    int as a float (``1`` for ``1.0``: the same setting, so the same params, which re-run nothing).
-
-    >>> schema = {"properties": {"k": {"type": "integer"}, "alphas": {"type": "array", "items": {"type": "number"}}}}
-    >>> typed_config({"k": 3.0, "alphas": [0, 0.5, 1]}, schema)
-    {'k': 3, 'alphas': [0.0, 0.5, 1.0]}
-    """
-    root = schema if _root is None else _root
-    while "$ref" in schema:  # "#/$defs/name", with the keys beside it
-        target = root
-        for part in schema["$ref"].removeprefix("#/").split("/"):
-            target = target[part]
-        schema = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-    types = schema.get("type", [])
-    types = [types] if isinstance(types, str) else types
-    if isinstance(value, dict):
-        properties, extra = schema.get("properties", {}), schema.get("additionalProperties")
-        return {key: typed_config(item, properties.get(key, extra if isinstance(extra, dict) else {}), root)
-                for key, item in value.items()}
-    if isinstance(value, list):
-        items = schema.get("items")
-        return [typed_config(item, items if isinstance(items, dict) else {}, root) for item in value]
-    if isinstance(value, float) and "integer" in types and "number" not in types and value.is_integer():
-        return int(value)
-    if type(value) is int and "number" in types and "integer" not in types:  # a bool is no number here
-        return float(value)
     return value
 
 

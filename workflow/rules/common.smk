@@ -31,6 +31,7 @@ try:
     from crosslayer import config as cfg  # standard library only
     from crosslayer.files import changed_checkpoint, check_tokenizer_files, checkpoint_files  # standard library only
     from crosslayer.prompt_checks import unpooled_sources  # standard library only
+    from crosslayer.schema_types import typed_config  # standard library only
     from crosslayer.stages import STAGES, stage  # standard library only
 except ImportError as err:
     raise WorkflowError(
@@ -45,7 +46,7 @@ validate(config, schema="../../config/schema.yaml")
 # another way are the same params, and re-run nothing.
 with open(workflow.source_path("../../config/schema.yaml") if WORKFLOW_ROOT is None
           else WORKFLOW_ROOT / "config" / "schema.yaml") as schema_file:
-    canonical = cfg.canonical_config(cfg.typed_config(config, yaml.safe_load(schema_file)))
+    canonical = cfg.canonical_config(typed_config(config, yaml.safe_load(schema_file)))
 config.clear()
 config.update(canonical)
 try:

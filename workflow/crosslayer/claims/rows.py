@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from crosslayer.claims.readers import READERS
 from crosslayer.claims.records import OPS, SELECTORS, Lookup, PerModel
 
 __all__ = ["Missing", "Decided", "models_in_scope", "require_table", "values_at", "unit_values", "change", "resolve",
@@ -51,8 +52,6 @@ def models_in_scope(claim, data):
 
 def require_table(data, name, columns):
     if name not in data:
-        from crosslayer.claims.readers import READERS
-
         why = READERS[name].empty if name in READERS else ""
         raise Missing(f"no table {name}" + (f" ({why})" if why else ""))
     absent = [c for c in dict.fromkeys(columns) if c and c not in data[name].columns]

@@ -4,6 +4,7 @@ cumulative effective rank, with two random controls (a random strictly upper tri
 norm, and a Haar-random unitary basis).
 """
 
+import ctypes
 import math
 import multiprocessing
 import os
@@ -345,8 +346,6 @@ def _start_worker(threads, parent):
     already gone, a thread that watches the parent's pid ends it."""
     threadpool_limits(threads)
     if sys.platform.startswith("linux"):
-        import ctypes
-
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
