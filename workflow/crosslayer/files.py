@@ -47,14 +47,14 @@ def checkpoint_files(directory):
     seen = {_identity(directory)}
     for root, folders, names in os.walk(directory, followlinks=True):
         for folder in folders:  # a link back into the folder (a -> .) would be walked without end
-            path = Path(root, folder)
-            if _identity(path) in seen or top.is_relative_to(path.resolve()):
+            path, identity = Path(root, folder), _identity(Path(root, folder))
+            if identity in seen or top.is_relative_to(path.resolve()):
                 target = os.readlink(path) if path.is_symlink() else path.resolve()
                 raise CheckpointError(
                     f"{path} links to {target}, a folder the checkpoint {directory} already holds or one above it: "
                     "following it would list its files again and again (a hub cache links files, not folders). "
                     "Remove the link, or copy what it points to")
-            seen.add(_identity(path))
+            seen.add(identity)
         for name in names:
             path = Path(root, name)
             if path.is_file() and name != SNAKEMAKE_MARKER:

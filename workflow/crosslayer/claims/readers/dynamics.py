@@ -31,7 +31,7 @@ _ACTIVATIONS = "results/dynamics/{model}/step{step}.activations.npz"
 #: J_{l->L} contains the next one's.
 _NESTED = ("the composed Jacobian from start layer l contains the one from l + 1, so its start layers are nested, "
            "not independent units; a claim on the composed stack reads dynamics/bottleneck, whose disjoint sample "
-           "folds are")
+           "folds are independent")
 
 #: The columns each reader hands over (``model`` is added by :func:`~crosslayer.claims.readers.read_tables`).
 SPECTRA_COLUMNS = ("step", "layer", "depth", "readout", "regime", "spectral_radius", "frac_expanding", "frac_complex",
@@ -143,7 +143,8 @@ def _graph_power(rows):
 
 READERS = (
     Reader("dynamics/spectra", "dynamics", (_SPECTRA,), _spectra, units=("layer",),
-           nested=(("cumulative_effective_rank", _NESTED),), shares=(("forward_alignment", "forward_alignment_res"), BOUNDARIES)),
+           nested=(("cumulative_effective_rank", _NESTED),),
+           shares=(("forward_alignment", "forward_alignment_res"), BOUNDARIES)),
     Reader("dynamics/baseline", "dynamics", (_SPECTRA,), _baseline),
     Reader("dynamics/regimes", "dynamics", (_REGIMES,), _per_model(_REGIMES, REGIMES_COLUMNS)),
     Reader("dynamics/schur", "dynamics", (_SCHUR,), _per_step(_SCHUR, SCHUR_COLUMNS), units=("start_layer",),
