@@ -10,9 +10,10 @@
 ``continuity`` time and peak memory of paper 003's continuity stage on a synthetic Llama-shaped
             checkpoint (default: Llama-3.1-8B's layer shapes, 3 layers, projected to 32), and the
             float32 SVD seconds of each projection shape.
-``toy``     paper 003's toy grid (Tables 1 and 3 x 3 seeds x 20 epochs) through Snakemake on the
-            offline digits: wall time and seconds per job; per-epoch metric cost; projection to
-            the standard 60k training set.
+``toy``     paper 003's toy: seconds per Adam step of one run on the CPU (one thread) and on CUDA
+            where there is one, its matrix-product FLOP/s as a share of the device's float32 GEMM
+            rate, one tracked row's cost; the default's Table 1 grid through Snakemake (wall time,
+            seconds per job) and its projection to the paper's 9,380 steps.
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
 ``jobs``    where a finished run's job-seconds go: per rule, jobs and seconds from its
             ``benchmarks/`` files, and the seconds a fresh interpreter takes to import what the
@@ -59,7 +60,8 @@ from bench.jacobians import bench_coupling, bench_jacobian
 from bench.scale import PAPER_STAGES, SCALE_STAGES, SHAPES, bench_scale
 from bench.jobs import bench_jobs
 from bench.topology import bench_permutation, bench_topology
-from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd, bench_toy
+from bench.toy import bench_toy
+from bench.weights import MEMORY_SHAPES, bench_continuity, bench_e2e, bench_memory, bench_svd
 
 
 def _parser():
@@ -86,7 +88,8 @@ def _parser():
     cont.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     toy = sub.add_parser("toy")
     toy.add_argument("--cores", type=int, default=2)
-    toy.add_argument("--epochs", type=int, default=20)
+    toy.add_argument("--steps", type=int, default=938, help="Adam steps per run of the grid (the default's)")
+    toy.add_argument("--no-grid", action="store_true", help="only the in-process step timings")
     e2e = sub.add_parser("e2e")
     e2e.add_argument("--cores", type=int, default=2)
     jobs = sub.add_parser("jobs")
@@ -151,7 +154,7 @@ def main(argv=None):
         bench_continuity(d_model=args.d_model, n_layers=args.n_layers, d_ff=args.d_ff, full_layers=args.full_layers,
                          threads=args.threads, device=args.device)
     if args.what == "toy":
-        bench_toy(cores=args.cores, epochs=args.epochs)
+        bench_toy(cores=args.cores, steps=args.steps, grid=not args.no_grid)
     if args.what == "e2e":
         bench_e2e(args.cores)
     if args.what == "jobs":

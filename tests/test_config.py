@@ -332,10 +332,10 @@ def test_toy_settings_merge_the_run_over_the_block():
     from crosslayer.config import toy_settings
 
     toy = {"activation": "relu", "residual": True, "layernorm": False, "width": 128, "depth": 16, "init_scale": None,
-           "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "batch_size": 128, "epochs": 20, "ema_betas": [0.9],
-           "runs": {"r": {"activation": "none", "init_scale": 1e-4, "epochs": 50, "eps": 1.0}}}
+           "lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "batch_size": 128, "steps": 9380, "track": 20,
+           "ema_betas": [0.9], "runs": {"r": {"activation": "none", "init_scale": 1e-4, "steps": 23450, "eps": 1.0}}}
     settings = toy_settings({"toy": toy}, "r")
-    assert settings["activation"] == "none" and settings["init_scale"] == 1e-4 and settings["epochs"] == 50
+    assert settings["activation"] == "none" and settings["init_scale"] == 1e-4 and settings["steps"] == 23450
     assert settings["width"] == 128 and settings["eps"] == 1.0 and settings["ema_betas"] == (0.9,)
 
 
@@ -590,3 +590,13 @@ def test_config_readme_documents_every_key_of_a_model_entry():
     keys = resolved(SCHEMA["properties"]["models"]["additionalProperties"])["properties"]
     missing = [key for key in keys if not re.search(rf"^\| `{key}`[ |(]", text, re.M)]
     assert len(keys) > 10 and missing == [], f"model entry keys missing from config/README.md: {missing}"
+
+
+def test_a_replaced_toy_key_says_what_to_write_instead():
+    from crosslayer.schema_types import renamed_keys
+
+    assert renamed_keys({"toy": {"steps": 10, "runs": {"r": {"activation": "relu"}}}}) == []
+    messages = renamed_keys({"toy": {"epochs": 3, "runs": {"a": {"epochs": 5}, "b": {}}}})
+    assert [m.split(" is replaced")[0] for m in messages] == ["toy.epochs", "toy.runs.a.epochs"]
+    assert all("toy.steps" in m and "9,380" in m for m in messages)
+    assert renamed_keys({}) == [] and renamed_keys({"toy": None}) == []

@@ -228,7 +228,8 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
             sel[column] = put(s, next(steps)) if isinstance(s, Lookup) else 0 if s == "untrained" else s
     named = [s for sel in selections.values() for s in sel.values()
              if isinstance(s, (int, float)) and not isinstance(s, bool)]  # numbers: a run name has no first / last
-    ends = {"first": min(named, default=0) - 10, "last": max(named, default=0) + 100}
+    ends = {"first": min(named, default=0) - 10, "second": min(named, default=0) - 5, "last": max(named, default=0) + 100}
+    seconds = [c for sel in selections.values() for c, s in sel.items() if s == "second"]
     for sel in selections.values():
         sel.update({c: ends[s] for c, s in sel.items() if isinstance(s, str) and s in SELECTORS})
     noise = (0.05 if size is None else 0.001) if claim.direction != "==" else margin / 10
@@ -290,6 +291,9 @@ def planted(claim, side, *, n_units=24, seed=0, size=None, per_group=None):
                 (size if size is not None else 1.0) * (direction > 0) if claim.unit == "model" else 0.2 * direction)
             rows.append(pd.DataFrame({**base, **selections["at"], claim.column: values(centre, jitter)}))
     table = pd.concat(rows, ignore_index=True)
+    for column in seconds:  # a first row before the second, without the value (as the toy's Gcum at step 0)
+        decoy = table[table[column] == ends["second"]].assign(**{column: ends["first"], claim.column: np.nan})
+        table = pd.concat([decoy, table], ignore_index=True)
     for column in claim.within:  # finer rows of one unit: the same values twice, averaged back
         if column != finer:
             table = pd.concat([table.assign(**{column: 0}), table.assign(**{column: 1})], ignore_index=True)

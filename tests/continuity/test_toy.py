@@ -66,10 +66,11 @@ def test_init_scale():
         ToyConfig(activation="swish")
 
 
-def test_training_records_every_epoch_and_is_reproducible():
-    config = ToyConfig(width=16, depth=4, epochs=3, batch_size=32, ema_betas=(0.9, 0.99))
+def test_training_records_every_tracked_step_and_is_reproducible():
+    config = ToyConfig(width=16, depth=4, steps=36, track=3, batch_size=32, ema_betas=(0.9, 0.99))  # 12 steps a pass
     records, status, model = train_toy(config, _data())
-    assert [r["epoch"] for r in records] == [0, 1, 2, 3] and status == {"diverged": False, "diverged_epoch": None}
+    assert [(r["step"], r["epoch"]) for r in records] == [(0, 0), (12, 1), (24, 2), (36, 3)]
+    assert status == {"diverged": False, "diverged_step": None, "steps_done": 36}
     first, last = records[0], records[-1]
     assert math.isnan(first["loss"]) and "Gcum.u1" not in first and "delta_u" not in first
     assert 0 <= first["G.v1"] <= 1 and 0 <= first["G.align_v"] <= 1
@@ -79,7 +80,38 @@ def test_training_records_every_epoch_and_is_reproducible():
     assert last["accuracy"] > first["accuracy"] + 0.1 and last["loss"] < records[1]["loss"]  # it learns
     again, _, _ = train_toy(config, _data())
     assert again == records
-    assert train_toy(ToyConfig(width=16, depth=4, epochs=1, batch_size=32, seed=1), _data())[0][-1] != records[1]
+    assert train_toy(ToyConfig(width=16, depth=4, steps=12, track=1, batch_size=32, seed=1), _data())[0][-1] != records[1]
+
+
+def test_tracking_leaves_training_alone_and_passes_run_on():
+    # tracked at 13 of 30 steps (mid-pass: 12 steps a pass) or at 10, 20, 30: the same training
+    data = _data()
+    sparse, _, model = train_toy(ToyConfig(width=16, depth=4, steps=30, track=3, batch_size=32), data)
+    dense, _, again = train_toy(ToyConfig(width=16, depth=4, steps=30, track=13, batch_size=32), data)
+    assert [r["step"] for r in sparse] == [0, 10, 20, 30] and len(dense) == 14 and dense[-1]["step"] == 30
+    assert dense[-1]["epoch"] == pytest.approx(2.5)
+    for key in ("W.v1", "W.u1", "Gcum.wa_v", "ema0.99.v1", "accuracy", "dW_rel"):
+        assert dense[-1][key] == pytest.approx(sparse[-1][key], rel=1e-6), key
+    # an independent loop: a fresh shuffled order each pass, the per-tensor Adam (not fused)
+    config = ToyConfig(width=16, depth=4, steps=30, batch_size=32)
+    torch.manual_seed(config.seed)
+    reference = ToyMLP(config, n_in=20)
+    optimizer = torch.optim.Adam(reference.parameters(), lr=config.lr, foreach=False)
+    generator, done = torch.Generator().manual_seed(config.seed), 0
+    while done < config.steps:
+        order = torch.randperm(len(data[0]), generator=generator)
+        for start in range(0, len(order), config.batch_size):
+            if done == config.steps:
+                break
+            batch = order[start : start + config.batch_size]
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(reference(data[0][batch]), data[1][batch]).backward()
+            optimizer.step()
+            done += 1
+    torch.testing.assert_close(model.weights(), reference.weights(), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(again.weights(), model.weights(), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="steps"):
+        ToyConfig(steps=0)
 
 
 def test_input_width_and_class_count_follow_the_data():
@@ -87,7 +119,7 @@ def test_input_width_and_class_count_follow_the_data():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(600, 3072, generator=g)
     y = torch.arange(600) % 100
-    config = ToyConfig(width=16, depth=3, epochs=2, batch_size=64)
+    config = ToyConfig(width=16, depth=3, steps=14, track=2, batch_size=64)  # 7 steps a pass
     records, status, model = train_toy(config, (x[:400], y[:400], x[400:], y[400:]))
     assert (model.embed.in_features, model.head.out_features) == (3072, 100)
     assert not status["diverged"] and [r["epoch"] for r in records] == [0, 1, 2]
@@ -96,21 +128,21 @@ def test_input_width_and_class_count_follow_the_data():
 
 def test_cumulative_gradient_is_the_sum_of_the_updates_direction():
     # plain SGD-like check: with Adam's first step, the cumulative gradient after one step is that step's gradient
-    config = ToyConfig(width=8, depth=3, epochs=1, batch_size=1000)  # one mini-batch per epoch
+    config = ToyConfig(width=8, depth=3, steps=1, track=1, batch_size=1000)  # one mini-batch per pass
     records, _, _ = train_toy(config, _data())
     assert records[1]["Gcum.u1"] == pytest.approx(records[1]["G.u1"])
     assert records[1]["Gcum.wa_v"] == pytest.approx(records[1]["G.wa_v"])
 
 
-def test_divergence_is_recorded_with_its_epoch():
-    config = ToyConfig(activation="none", residual=True, width=16, depth=16, init_scale=1e3, epochs=2, batch_size=32)
+def test_divergence_is_recorded_with_its_step():
+    config = ToyConfig(activation="none", residual=True, width=16, depth=16, init_scale=1e3, steps=24, batch_size=32)
     records, status, _ = train_toy(config, _data())
-    assert status == {"diverged": True, "diverged_epoch": 0} and len(records) == 1
+    assert status == {"diverged": True, "diverged_step": 0, "steps_done": 0} and len(records) == 1
     assert "G.u1" not in records[0] and 0 <= records[0]["W.u1"] <= 1  # no gradient to measure
 
 
 def test_relative_weight_change_is_recorded_against_the_initial_weights():
-    config = ToyConfig(width=16, depth=4, epochs=2, batch_size=64, seed=3)
+    config = ToyConfig(width=16, depth=4, steps=12, track=2, batch_size=64, seed=3)
     records, _, model = train_toy(config, _data())
     torch.manual_seed(config.seed)  # train_toy seeds the same way before building the model
     initial = ToyMLP(config, n_in=20).weights().double().numpy()
@@ -124,7 +156,7 @@ def test_a_large_epsilon_makes_adam_sgd_with_momentum():
     # one mini-batch per epoch: Adam's first step is -lr * g / (|g| + eps) with bias-corrected moments
     data = _data()
     for eps in (1e-8, 10.0):
-        config = ToyConfig(width=8, depth=3, epochs=1, batch_size=1000, eps=eps, lr=0.01)
+        config = ToyConfig(width=8, depth=3, steps=1, track=1, batch_size=1000, eps=eps, lr=0.01)
         torch.manual_seed(config.seed)
         reference = ToyMLP(config, n_in=20)
         torch.nn.functional.cross_entropy(reference(data[0]), data[1]).backward()

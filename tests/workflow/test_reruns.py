@@ -145,7 +145,8 @@ CHANGES = {
     "toy.beta2": 0.99,
     "toy.eps": 1e-7,
     "toy.batch_size": 64,
-    "toy.epochs": 1,
+    "toy.steps": 40,
+    "toy.track": 1,
     "toy.ema_betas": [0.9],
     "toy.erank_power": 1,
     "toy.threads": 2,
@@ -230,7 +231,7 @@ EXPENSIVE_KEYS = {
     "coupling.token_wise.tokens", "coupling.example_prompt", "coupling.pca_prompts", "coupling.final_norm",
     "coupling.pca_fit", "continuity.projections",
     "toy.data.source", "toy.data.test_fraction", "toy.data.seed", "toy.residual", "toy.layernorm", "toy.width",
-    "toy.depth", "toy.init_scale", "toy.lr", "toy.beta1", "toy.beta2", "toy.eps", "toy.batch_size", "toy.epochs",
+    "toy.depth", "toy.init_scale", "toy.lr", "toy.beta1", "toy.beta2", "toy.eps", "toy.batch_size", "toy.steps", "toy.track",
     "toy.ema_betas",
     "toy.erank_power",  # measured per epoch inside train_toy, which keeps no singular values (left as is)
     "toy.seeds",  # one job per run trains its seeds in turn: a changed list re-runs every run (issue 42)

@@ -14,7 +14,7 @@ def test_toy_runs_on_other_image_sets_from_their_files(tmp_path):
     sets = tmp_path / "sets"
     write_idx_set(sets, "fashion_mnist", (0, 10), gz=False)
     write_cifar(sets, "cifar100")
-    datasets = overlay(tmp_path / "datasets.yaml", "toy: {seeds: [0], epochs: 1, datasets: {names: [fashion_mnist, "
+    datasets = overlay(tmp_path / "datasets.yaml", "toy: {seeds: [0], steps: 33, track: 1, datasets: {names: [fashion_mnist, "
                                                    f"cifar100], runs: [res_relu], directory: {sets}}}}}\n")
     targets = ["results/toy/datasets.tsv", "results/figures/toy/datasets.png", "results/figures/toy/datasets.pdf"]
     snakemake(tmp_path, *targets, "--cores", "2", "--configfile", str(TINY), datasets)

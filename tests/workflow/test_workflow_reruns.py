@@ -225,8 +225,8 @@ def test_changing_the_effective_rank_power_replans_only_the_continuity_stage(tin
                     **DOWNSTREAM}
 
 
-def test_changing_toy_epochs_replans_only_the_toy_runs(tiny_run, tmp_path):  # one job per run, its 2 seeds in turn
-    change = overlay(tmp_path / "epochs.yaml", "toy: {epochs: 3}")
+def test_changing_toy_steps_replans_only_the_toy_runs(tiny_run, tmp_path):  # one job per run, its 2 seeds in turn
+    change = overlay(tmp_path / "steps.yaml", "toy: {steps: 99}")
     jobs = planned(tiny_run, TINY, change)
     assert jobs == {"train_toy": 2, "summarize_toy": 1, "plot_toy": 1, "claims": 1}
 

@@ -160,7 +160,7 @@ def reference_step(model_cfg):
 
 
 TOY_SETTINGS = ("activation", "residual", "layernorm", "width", "depth", "init_scale", "lr", "beta1", "beta2",
-                "eps", "batch_size", "epochs")
+                "eps", "batch_size", "steps", "track")
 
 
 def toy_settings(config, run):

@@ -1,7 +1,7 @@
 """Each number of a config as its JSON-schema key declares it (standard library only, so the
 Snakefile can import it before anything else)."""
 
-__all__ = ["typed_config"]
+__all__ = ["RENAMED", "renamed_keys", "typed_config"]
 
 
 def typed_config(value, schema, _root=None):
@@ -34,3 +34,17 @@ def typed_config(value, schema, _root=None):
     if type(value) is int and "number" in types and "integer" not in types:  # a bool is no number here
         return float(value)
     return value
+
+
+#: Keys a release replaced, and what to write instead.
+RENAMED = {"epochs": "toy.steps, the Adam steps of a run (the paper's 20 epochs of 60k digits at batch 128 are "
+                     "9,380; an epoch is ceil(digits / batch_size) steps), and toy.track, the rows it records"}
+
+
+def renamed_keys(config):
+    """Each use of a replaced key of :data:`RENAMED` in the toy block (its runs too), saying what
+    to write instead; validation alone would only call the key unexpected."""
+    toy = config.get("toy") or {}
+    places = {"toy": toy} | {f"toy.runs.{name}": run for name, run in (toy.get("runs") or {}).items()}
+    return [f"{where}.{key} is replaced by {instead}" for where, block in places.items()
+            if isinstance(block, dict) for key, instead in RENAMED.items() if key in block]

@@ -31,7 +31,7 @@ try:
     from crosslayer import config as cfg  # standard library only
     from crosslayer.files import changed_checkpoint, check_tokenizer_files, checkpoint_files  # standard library only
     from crosslayer.prompt_checks import unpooled_sources  # standard library only
-    from crosslayer.schema_types import typed_config  # standard library only
+    from crosslayer.schema_types import renamed_keys, typed_config  # standard library only
     from crosslayer.stages import STAGES, stage  # standard library only
 except ImportError as err:
     raise WorkflowError(
@@ -40,6 +40,8 @@ except ImportError as err:
         "'crosslayer @ git+https://github.com/OWNER/crosslayer@TAG' (docs/module.md)"
     ) from None
 
+if renamed_keys(config):  # before validation, which would only call the key unexpected
+    raise WorkflowError("Invalid config: " + "; ".join(renamed_keys(config)))
 validate(config, schema="../../config/schema.yaml")
 # Each number of its key's type (3.0 for an integer key is 3, 1 for a number key 1.0) and keys sorted
 # (but the order of models and runs, which tables and figures follow): the same settings written

@@ -19,8 +19,7 @@ for seed, epochs_path, status_path in zip(snakemake.params.seeds, snakemake.outp
     settings = {**snakemake.params.settings, "seed": seed}
     config = ToyConfig(**settings)
     records, status, _ = train_toy(config, data, erank_power=snakemake.params.erank_power,
-                                   progress=lambda epochs: tqdm(epochs, desc=f"{run} seed {seed}", unit="epoch"))
+                                   progress=lambda tracked: tqdm(tracked, desc=f"{run} seed {seed}", unit="row"))
     pd.DataFrame(records).to_csv(epochs_path, sep="\t", index=False)
     with open(status_path, "w") as f:
-        json.dump({"run": run, **settings, "ema_betas": list(config.ema_betas), **status,
-                   "epochs_done": records[-1]["epoch"]}, f, indent=1)  # no timings: the bytes are reproducible
+        json.dump({"run": run, **settings, "ema_betas": list(config.ema_betas), **status}, f, indent=1)  # no timings: the bytes are reproducible

@@ -20,9 +20,11 @@ DIRECTIONS = (">", ">=", "<", "<=", "==")
 #: The one-sided directions as comparisons.
 OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 #: Selector words (besides literals and lookups) in ``at``, ``before`` and ``after``: the column's
-#: smallest or largest value for the model, or (for ``step``) the checkpoint that is its
-#: initialization (step 0 of a run the workflow trained, an untrained twin, or one the config marks).
-SELECTORS = ("first", "last", "untrained")
+#: smallest or largest value for the model, its second smallest (``second``: the first tracked
+#: point after the start, e.g. the toy's first row with a cumulative gradient, wherever a run's
+#: ``track`` puts it), or (for ``step``) the checkpoint that is its initialization (step 0 of a run
+#: the workflow trained, an untrained twin, or one the config marks).
+SELECTORS = ("first", "second", "last", "untrained")
 UNIT_NAMES = ("prompts", "samples", "tokens", "boundaries", "layers", "layer pairs", "models", "checkpoints", "seeds",
               "sample folds", "control draws")
 

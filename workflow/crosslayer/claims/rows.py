@@ -151,6 +151,11 @@ def resolve(selector, column, data, model, claim):
         return resolve(selector.otherwise, column, data, model, claim)
     if selector == "untrained":
         return untrained_step(data, model)
+    if selector == "second":
+        values = sorted(column.dropna().unique())
+        if len(values) < 2:
+            raise Missing(f"{model}: {column.name} has no second value (it has {values})")
+        return values[1]
     if isinstance(selector, str) and selector in SELECTORS:
         return column.min() if selector == "first" else column.max()
     return selector

@@ -9,9 +9,11 @@ PyTorch's default (Kaiming-uniform) init of ``W_l``; a number draws ``W_l ~ N(0,
 The radial activation acts on the norm only, ``act(h) = tanh(||h||) h / ||h||`` (ours: r = tanh),
 so it commutes with every rotation.
 
-Training: Adam, cross-entropy, shuffled mini-batches from a seeded generator. Tracked per epoch
-(epoch 0 = before any update): the weights ``W_l``; the gradient ``G_l`` of the epoch's first
-mini-batch (at epoch 0 the first backward pass); the cumulative sum of every mini-batch gradient
+Training: Adam, cross-entropy, shuffled mini-batches from a seeded generator, ``steps`` Adam steps
+in all (the paper's 20 epochs of 60k digits at batch 128: 9,380), passing over the data epoch after
+epoch. Tracked at step 0 (before any update) and at ``track`` evenly spaced steps (the paper's
+every epoch): the weights ``W_l``; the gradient ``G_l`` of the first mini-batch since the last
+tracked step (at step 0 the first backward pass); the cumulative sum of every mini-batch gradient
 so far; exponential moving averages of the gradient (``g <- beta g + (1 - beta) G``, bias-
 corrected) at each configured beta. Continuity statistics of each stack come from batched SVDs.
 """
@@ -55,7 +57,8 @@ class ToyConfig:
     beta2: float = 0.999
     eps: float = 1e-8  # Adam's epsilon; one far above sqrt(v) makes the step lr/eps * m (SGD with momentum)
     batch_size: int = 128
-    epochs: int = 20
+    steps: int = 9380  # Adam steps; an epoch is ceil(digits / batch_size) of them
+    track: int = 20  # tracked steps after step 0, evenly spaced (the last is `steps`)
     ema_betas: tuple = (0.9, 0.99, 0.999)  # smoothing levels of the gradient EMAs
     seed: int = 0
 
@@ -64,6 +67,12 @@ class ToyConfig:
             raise ValueError(f"activation {self.activation!r} is not one of {TOY_ACTIVATIONS}")
         if self.depth < 2 or self.width < 1:
             raise ValueError(f"need depth >= 2 and width >= 1, got depth {self.depth}, width {self.width}")
+        if self.steps < 1 or self.track < 1:
+            raise ValueError(f"need steps >= 1 and track >= 1, got steps {self.steps}, track {self.track}")
+
+    def tracked_steps(self):
+        """The Adam steps after which training is tracked: ``track`` evenly spaced, ending at ``steps``."""
+        return sorted({round(k * self.steps / self.track) for k in range(1, self.track + 1)} - {0})
 
 
 class ToyMLP(nn.Module):
@@ -126,8 +135,16 @@ def _row(stacks, erank_power):
     return row
 
 
+def _batches(n, batch_size, generator, device):
+    """Mini-batch index tensors forever: each pass over the n examples in a fresh shuffled order."""
+    while True:
+        order = torch.randperm(n, generator=generator).to(device)
+        yield from (order[start : start + batch_size] for start in range(0, n, batch_size))
+
+
 def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=None):
-    """Train one configuration and track continuity every epoch.
+    """Train one configuration for ``config.steps`` Adam steps and track continuity at step 0 and
+    at ``config.tracked_steps()``.
 
     Parameters
     ----------
@@ -137,31 +154,36 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         the class count follow the data.
     erank_power : {1, 2}
     progress : callable, optional
-        Wraps the epoch iterator.
+        Wraps the iterator over the tracked steps.
 
     Returns
     -------
     records : list of dict
-        One per epoch, epoch 0 before any update: ``epoch``, ``loss`` (mean training loss of the
-        epoch; NaN at 0), ``accuracy`` (test), and for each tracked stack ``W`` (weights), ``G``
-        (gradient of the epoch's first mini-batch; at epoch 0 the first backward pass),
-        ``Gcum`` (sum of all gradients so far), ``ema{beta}`` (bias-corrected EMA of the
-        gradients) the keys ``{stack}.u1``, ``.v1``, ``.u2``, ``.v2``, ``.wa_u``, ``.wa_v``,
-        ``.erank`` and, for the gradient stacks, ``.align_u``/``.align_v`` with the weights;
-        ``delta_u``/``delta_v`` = ``Gcum`` minus ``W`` continuity; ``dW_rel``, the weights'
-        relative change since initialisation, ``mean_l ||W_l - W_l(0)||_F / ||W_l(0)||_F``.
+        One per tracked step, the first before any update: ``step`` (Adam steps so far), ``epoch``
+        (passes over the training data so far, ``step / ceil(N / batch_size)``), ``loss`` (mean
+        training loss since the last tracked step; NaN at 0), ``accuracy`` (test), and for each
+        tracked stack ``W`` (weights), ``G`` (gradient of the first mini-batch since the last
+        tracked step; at step 0 the first backward pass), ``Gcum`` (sum of all gradients so far),
+        ``ema{beta}`` (bias-corrected EMA of the gradients) the keys ``{stack}.u1``, ``.v1``,
+        ``.u2``, ``.v2``, ``.wa_u``, ``.wa_v``, ``.erank`` and, for the gradient stacks,
+        ``.align_u``/``.align_v`` with the weights; ``delta_u``/``delta_v`` = ``Gcum`` minus ``W``
+        continuity; ``dW_rel``, the weights' relative change since initialisation,
+        ``mean_l ||W_l - W_l(0)||_F / ||W_l(0)||_F``.
     status : dict
-        ``diverged`` (bool), ``diverged_epoch`` (first epoch whose loss was not finite, or None).
+        ``diverged`` (bool), ``diverged_step`` (the Adam step whose loss was not finite, 0 for the
+        initial model, or None), ``steps_done``.
     model : ToyMLP
     """
     torch.manual_seed(config.seed)
     n_classes = int(max(data[1].max(), data[3].max())) + 1  # the data's labels are 0..classes - 1
     model = ToyMLP(config, n_in=data[0].shape[1], n_out=n_classes).to(device)
     x_train, y_train, x_test, y_test = (t.to(device) for t in data)
+    # fused: one kernel for every parameter's update (a third of a CPU step is Adam's per-tensor loop otherwise)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(config.beta1, config.beta2),
-                                 eps=config.eps)
-    generator = torch.Generator().manual_seed(config.seed)
+                                 eps=config.eps, fused=True)
+    batches = _batches(len(x_train), config.batch_size, torch.Generator().manual_seed(config.seed), device)
     loss_fn = nn.CrossEntropyLoss()
+    per_epoch = math.ceil(len(x_train) / config.batch_size)
 
     def first_gradient():  # None when the initial model's loss is not finite
         model.zero_grad()
@@ -179,38 +201,39 @@ def train_toy(config: ToyConfig, data, *, erank_power=2, device="cpu", progress=
         return float((torch.linalg.matrix_norm(W - initial) / initial_norms).mean())
 
     stacks = {"W": initial, "G": first_gradient(), "Gcum": None, **dict.fromkeys(ema_names)}
-    records = [{"epoch": 0, "loss": math.nan, "accuracy": _evaluate(model, x_test, y_test), "dW_rel": 0.0,
-                **_row(stacks, erank_power)}]
-    status = {"diverged": stacks["G"] is None, "diverged_epoch": 0 if stacks["G"] is None else None}
+    records = [{"step": 0, "epoch": 0.0, "loss": math.nan, "accuracy": _evaluate(model, x_test, y_test),
+                "dW_rel": 0.0, **_row(stacks, erank_power)}]
+    diverged = stacks["G"] is None
+    status = {"diverged": diverged, "diverged_step": 0 if diverged else None, "steps_done": 0}
     cumulative = torch.zeros_like(stacks["W"])
     emas = [torch.zeros_like(stacks["W"]) for _ in config.ema_betas]
-    n_steps = 0
-    epochs = range(1, config.epochs + 1 if not status["diverged"] else 1)
-    for epoch in progress(epochs) if progress else epochs:
-        order = torch.randperm(len(x_train), generator=generator).to(device)
+    tracked = [] if diverged else config.tracked_steps()
+    for until in progress(tracked) if progress else tracked:
         losses, first = [], None
-        for start in range(0, len(order), config.batch_size):
-            batch = order[start : start + config.batch_size]
+        while status["steps_done"] < until:
+            batch = next(batches)
             optimizer.zero_grad()
             loss = loss_fn(model(x_train[batch]), y_train[batch])
             if not torch.isfinite(loss):
-                status = {"diverged": True, "diverged_epoch": epoch}
+                status |= {"diverged": True, "diverged_step": status["steps_done"] + 1}
                 break
             loss.backward()
             G = model.gradients()
             first = G.clone() if first is None else first
             cumulative += G
-            n_steps += 1
             for ema, beta in zip(emas, config.ema_betas):
-                ema.mul_(beta).add_(G, alpha=1 - beta)
+                ema.lerp_(G, 1 - beta)
             optimizer.step()
+            status["steps_done"] += 1
             losses.append(loss.item())
         if status["diverged"]:
             break
+        n = status["steps_done"]
         stacks = {"W": model.weights(), "G": first, "Gcum": cumulative,
-                  **{name: ema / (1 - beta**n_steps) for name, ema, beta in zip(ema_names, emas, config.ema_betas)}}
-        records.append({"epoch": epoch, "loss": float(np.mean(losses)), "accuracy": _evaluate(model, x_test, y_test),
-                        "dW_rel": relative_change(stacks["W"]), **_row(stacks, erank_power)})
+                  **{name: ema / (1 - beta**n) for name, ema, beta in zip(ema_names, emas, config.ema_betas)}}
+        records.append({"step": n, "epoch": n / per_epoch, "loss": float(np.mean(losses)),
+                        "accuracy": _evaluate(model, x_test, y_test), "dW_rel": relative_change(stacks["W"]),
+                        **_row(stacks, erank_power)})
     return records, status, model
 
 

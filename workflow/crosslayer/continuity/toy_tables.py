@@ -1,8 +1,8 @@
 """Tables of the toy ablations over seeds (pandas only: no torch in table and figure jobs).
 
-Each job's per-epoch table (:func:`crosslayer.continuity.toy.train_toy`) is stacked with its run and
+Each job's table of tracked steps (:func:`crosslayer.continuity.toy.train_toy`) is stacked with its run and
 seed; ``final`` is the paper's Tables 1 and 3-5 shape: per run, mean and sd over seeds of the
-first backward pass's gradient continuity (epoch 0) and of the last epoch's metrics;
+first backward pass's gradient continuity (step 0) and of the last tracked step's metrics;
 ``datasets`` is that table per image set and run (the paper's Fig. 13).
 """
 
@@ -10,29 +10,31 @@ import pandas as pd
 
 __all__ = ["FINAL_METRICS", "datasets_table", "epoch_table", "final_table", "stack_runs"]
 
-#: Reported at the last epoch (``G0.*``: the gradient of the first backward pass, epoch 0).
+#: Reported at the last tracked step (``G0.*``: the gradient of the first backward pass, step 0).
 FINAL_METRICS = ("accuracy", *(f"{stack}.{m}" for stack in ("G0", "G", "W") for m in ("v1", "v2", "wa_v", "u1", "u2", "wa_u")),
                  "W.erank", "G.erank", "Gcum.v1", "Gcum.u1", "delta_v", "delta_u", "dW_rel")
 
 
 def stack_runs(tables, statuses):
-    """One long table (``run``, ``seed``, ``epoch``, metrics...) from each job's epoch table and
-    status dict (``run``, ``seed``, ``diverged``, ``diverged_epoch``)."""
+    """One long table (``run``, ``seed``, ``step``, ``epoch``, metrics...) from each job's table of
+    tracked steps and status dict (``run``, ``seed``, ``diverged``, ``diverged_step``)."""
     return pd.concat([table.assign(run=status["run"], seed=status["seed"]) for table, status in zip(tables, statuses)],
                      ignore_index=True)
 
 
 def epoch_table(long):
-    """Mean and sd over seeds of every metric, per run and epoch (``{metric}`` and ``{metric}_sd``)."""
-    metrics = [c for c in long.columns if c not in ("run", "seed", "epoch")]
-    grouped = long.groupby(["run", "epoch"], sort=False)[metrics]
+    """Mean and sd over seeds of every metric, per run and tracked step (``{metric}`` and ``{metric}_sd``)."""
+    keys = [c for c in ("run", "step", "epoch") if c in long.columns]
+    metrics = [c for c in long.columns if c not in ("seed", *keys)]
+    grouped = long.groupby(keys, sort=False)[metrics]
     mean, sd = grouped.mean(), grouped.std(ddof=1).add_suffix("_sd")
     return pd.concat([mean, sd], axis=1).reset_index()
 
 
 def final_table(long, statuses, runs):
-    """Per run (in `runs` order): seeds, diverged seeds and their epochs, and mean / sd over seeds
-    of :data:`FINAL_METRICS` (each seed at its last recorded epoch)."""
+    """Per run (in `runs` order): seeds, diverged seeds and the Adam steps where they diverged (0:
+    the initial model), and mean / sd over seeds of :data:`FINAL_METRICS` (each seed at its last
+    tracked step)."""
     first = long[long["epoch"] == 0].set_index(["run", "seed"])
     last = long.sort_values("epoch").groupby(["run", "seed"]).tail(1).set_index(["run", "seed"])
     for column in [c for c in first.columns if c.startswith("G.")]:
@@ -42,9 +44,9 @@ def final_table(long, statuses, runs):
     table = pd.concat([grouped.mean(), grouped.std(ddof=1).add_suffix("_sd")], axis=1)
     status = pd.DataFrame(statuses).groupby("run").agg(
         seeds=("seed", "size"), diverged=("diverged", "sum"),
-        diverged_epochs=("diverged_epoch", lambda e: ",".join(str(int(x)) for x in e.dropna())))
+        diverged_steps=("diverged_step", lambda e: ",".join(str(int(x)) for x in e.dropna())))
     table = status.join(table).reindex(runs)
-    order = ["seeds", "diverged", "diverged_epochs"] + [c for m in metrics for c in (m, f"{m}_sd")]
+    order = ["seeds", "diverged", "diverged_steps"] + [c for m in metrics for c in (m, f"{m}_sd")]
     return table[order].reset_index()
 
 

@@ -12,7 +12,6 @@ reshape (one row per projection, space and layer boundary) and select columns.
 """
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
@@ -25,7 +24,6 @@ _STEP_TSV = "results/continuity/{model}/step{step}.tsv"
 _STEPS = "results/continuity/{model}/steps.tsv"
 _TOY_FINAL = "results/toy/final.tsv"
 _TOY_SEED = "results/toy/{run}/seed{seed}.epochs.tsv"
-_TOY_DATA = "results/toy/mnist.npz"
 _ABLATIONS = "results/continuity/ablations.tsv"
 _ABLATION_NPZ = "results/ablations/{run}.continuity.npz"
 _ABLATION_TSV = "results/ablations/{run}.continuity.tsv"
@@ -93,13 +91,10 @@ def _steps(root, model, steps):
     return table[table["present"].astype(bool)][list(STEPS_COLUMNS)].reset_index(drop=True)
 
 
-def _adam_steps(root, epochs_file):
-    """The Adam steps a toy seed took: its epochs done (``seed{n}.status.json``) times the
-    mini-batches of one epoch over the training digits (``mnist.npz``)."""
+def _adam_steps(epochs_file):
+    """The Adam steps a toy seed took (``steps_done`` of its ``seed{n}.status.json``)."""
     status = json.loads(epochs_file.with_name(epochs_file.name.replace(".epochs.tsv", ".status.json")).read_text())
-    with open_npz(root / _TOY_DATA) as z:
-        digits = len(z["y_train"])
-    return status["epochs_done"] * math.ceil(digits / status["batch_size"])
+    return status["steps_done"]
 
 
 def _toy(root, model, steps):
@@ -118,7 +113,7 @@ def _toy(root, model, steps):
                                                               summary["accuracy"], rtol=1e-9, atol=1e-12):
             raise ValueError(f"toy run {run}: the seed files {[p.name for p in paths]} are not the "
                              f"{summary['seeds']} seed(s) {_TOY_FINAL} summarises")
-        frames += [t.assign(adam_steps=_adam_steps(root, p)) for t, p in zip(tables, paths)]
+        frames += [t.assign(adam_steps=_adam_steps(p)) for t, p in zip(tables, paths)]
     if not frames:
         return pd.DataFrame(columns=list(TOY_COLUMNS))
     long = pd.concat(frames, ignore_index=True)
@@ -162,8 +157,8 @@ READERS = (
     Reader("continuity/boundaries", "continuity", (_STEP_NPZ, _STEP_TSV), _boundaries, units=("boundary",),
            shares=((), BOUNDARIES)),
     Reader("continuity/steps", "continuity", (_STEPS,), _steps, units=("step",), series=True),
-    Reader("toy/epochs", "toy", (_TOY_FINAL, _TOY_DATA), _toy, units=("seed",)),
-    Reader("toy/stacks", "toy", (_TOY_FINAL, _TOY_DATA), _toy_stacks, units=("seed",)),
+    Reader("toy/epochs", "toy", (_TOY_FINAL,), _toy, units=("seed",)),
+    Reader("toy/stacks", "toy", (_TOY_FINAL,), _toy_stacks, units=("seed",)),
     Reader("ablations/runs", "transformer_ablations", (_ABLATIONS,), _ablation_runs),
     Reader("ablations/boundaries", "transformer_ablations", (_ABLATIONS,), _ablation_boundaries, units=("boundary",),
            shares=((), BOUNDARIES)),
