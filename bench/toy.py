@@ -42,16 +42,17 @@ def step_seconds(config, data, device, steps=200):
 
     from crosslayer.continuity.toy import train_toy
 
-    short, _ = _timed(lambda: train_toy(replace(config, steps=steps, track=1), data, device=device), 2)
-    long, _ = _timed(lambda: train_toy(replace(config, steps=2 * steps, track=1), data, device=device), 2)
+    short, _ = _timed(lambda: train_toy(replace(config, steps=steps, track=1), data, device=device), 3)
+    long, _ = _timed(lambda: train_toy(replace(config, steps=2 * steps, track=1), data, device=device), 3)
     return (long - short) / steps
 
 
-def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True):
+def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True, step_count=200):
     """Per device (the CPU on one thread, and CUDA where there is one): seconds per Adam step of
     a Res+ReLU and a Res+GELU run, their matrix-product FLOP/s against the device's float32 GEMM
     rate, and one tracked row's cost; then the Table 1 grid (the default's 11 runs) x `seeds` at
-    `steps` through Snakemake on `cores`, and the projection to the paper's 9,380 steps."""
+    `steps` through Snakemake on `cores`, and the projection to the paper's 9,380 steps. The step
+    time is the difference of runs of 2 * `step_count` and `step_count` steps."""
     import torch
 
     from crosslayer.continuity.toy import ToyConfig, _row, as_tensors
@@ -66,7 +67,7 @@ def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True):
         gemm = _gemm_rate(device)
         for activation in ("relu", "gelu"):
             config = ToyConfig(activation=activation)
-            seconds = step_seconds(config, data, device)
+            seconds = step_seconds(config, data, device, steps=step_count)
             per_step[device, activation] = seconds
             stacks = {name: torch.randn(config.depth, config.width, config.width, device=device)
                       for name in ("W", "G", "Gcum", *(f"ema{b:g}" for b in config.ema_betas))}

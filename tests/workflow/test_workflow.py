@@ -301,7 +301,7 @@ def test_toy_ablations_are_tabulated_per_run_over_seeds(tiny_run):
     assert (final["diverged"] == 0).all() and final[["W.v1", "G0.v1", "accuracy"]].stack().between(0, 1).all()
     assert final.loc["res_relu", "G0.v1"] > final.loc["nores_none", "G0.v1"]  # residual: coherent first gradients
     epochs = pd.read_csv(tiny_run / "results/toy/res_relu/seed1.epochs.tsv", sep="\t")
-    assert list(epochs["epoch"]) == [0, 1, 2]
+    assert list(epochs["epoch"]) == [0, 1, 2] and list(epochs["step"]) == [0, 33, 66]  # 4,170 digits at batch 128
 
 
 def test_transformer_ablations_match_an_independent_recomputation_from_the_saved_weights(tiny_run):
