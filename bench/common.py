@@ -127,3 +127,35 @@ def _peak_rss_mib():
 
 def _hours(seconds):
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def _timer(device, repeat=1):
+    """``time(fn) -> (seconds, out)``, the best of `repeat` calls: on CUDA a warm-up call first
+    (library loading, kernel selection) and a synchronisation before the clock stops."""
+    import torch
+
+    def time(fn):
+        if device == "cuda":
+            fn()
+            torch.cuda.synchronize()
+
+        def call():
+            out = fn()
+            if device == "cuda":
+                torch.cuda.synchronize()
+            return out
+        return _timed(call, repeat)
+    return time
+
+
+def _gemm_rates(device, n=4096, dtypes=("float32", "float64"), repeat=1):
+    """Measured matrix-product rates (FLOP/s) of an `n` cube on `device`, per dtype name (the
+    best of `repeat` products)."""
+    import torch
+
+    time, rates = _timer(device, repeat), {}
+    for dtype in (getattr(torch, name) for name in dtypes):
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        seconds, _ = time(lambda: a @ a)
+        rates[str(dtype).removeprefix("torch.")] = 2 * n**3 / seconds
+    return rates

@@ -7,7 +7,7 @@ projected to one checkpoint of the paper's suite (config/suites/), then to ``--c
 import numpy as np
 import yaml
 
-from bench.common import ROOT, _hours, _peak_rss_mib, _timed
+from bench.common import ROOT, _gemm_rates, _hours, _peak_rss_mib, _timed, _timer
 from bench.topology import _factor_snapshot
 
 # each paper's stages, in the order they run
@@ -39,37 +39,6 @@ def coupling_suite_units():
     token_wise = coupling["token_wise"]
     layers = len({layer for pair in token_wise["layer_pairs"] for layer in pair})
     return prompts, token_wise["prompts"], token_wise["tokens"], layers
-
-
-def _timer(device):
-    """``time(fn) -> (seconds, out)``: on CUDA a warm-up call first (library loading, kernel
-    selection) and a synchronisation before the clock stops."""
-    import torch
-
-    def time(fn):
-        if device == "cuda":
-            fn()
-            torch.cuda.synchronize()
-
-        def call():
-            out = fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            return out
-        return _timed(call, 1)
-    return time
-
-
-def _gemm_rates(device):
-    """Measured float32 and float64 matrix-product rates (FLOP/s) of a 4096 cube on `device`."""
-    import torch
-
-    time, n, rates = _timer(device), 4096, {}
-    for dtype in (torch.float32, torch.float64):
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        seconds, _ = time(lambda: a @ a)
-        rates[str(dtype).removeprefix("torch.")] = 2 * n**3 / seconds
-    return rates
 
 
 def _model(family, d_model, d_ff, n_heads, n_kv_heads, layers, tokens, device):

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.common import ROOT, _timed
+from bench.common import ROOT, _gemm_rates, _timed
 
 
 def step_flops(config, n_in, n_out):
@@ -17,22 +17,6 @@ def step_flops(config, n_in, n_out):
     gradient for the pixels)."""
     B, D = config.batch_size, config.width
     return 2 * B * D * (3 * config.depth * D + 2 * n_in + 3 * n_out)
-
-
-def _gemm_rate(device, n=1024, repeat=5):
-    """Best float32 FLOP/s of an n x n product on `device`."""
-    import torch
-
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
-
-    def product():
-        out = a @ b
-        if device == "cuda":
-            torch.cuda.synchronize()
-        return out
-
-    product()
-    return 2 * n**3 / _timed(product, repeat)[0]
 
 
 def step_seconds(config, data, device, steps=200):
@@ -64,7 +48,7 @@ def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True, step_cou
     print(f"{'device':<6} {'run':<9} {'ms/step':>8} {'GFLOP/s':>8} {'GEMM GFLOP/s':>13} {'share':>6} {'row ms':>7}")
     per_step = {}
     for device in devices:
-        gemm = _gemm_rate(device)
+        gemm = _gemm_rates(device, n=1024, dtypes=("float32",), repeat=5)["float32"]
         for activation in ("relu", "gelu"):
             config = ToyConfig(activation=activation)
             seconds = step_seconds(config, data, device, steps=step_count)

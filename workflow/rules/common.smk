@@ -40,8 +40,9 @@ except ImportError as err:
         "'crosslayer @ git+https://github.com/OWNER/crosslayer@TAG' (docs/module.md)"
     ) from None
 
-if renamed_keys(config):  # before validation, which would only call the key unexpected
-    raise WorkflowError("Invalid config: " + "; ".join(renamed_keys(config)))
+renamed = renamed_keys(config)  # before validation, which would only call the key unexpected
+if renamed:
+    raise WorkflowError("Invalid config: " + "; ".join(renamed))
 validate(config, schema="../../config/schema.yaml")
 # Each number of its key's type (3.0 for an integer key is 3, 1 for a number key 1.0) and keys sorted
 # (but the order of models and runs, which tables and figures follow): the same settings written
