@@ -591,12 +591,3 @@ def test_config_readme_documents_every_key_of_a_model_entry():
     missing = [key for key in keys if not re.search(rf"^\| `{key}`[ |(]", text, re.M)]
     assert len(keys) > 10 and missing == [], f"model entry keys missing from config/README.md: {missing}"
 
-
-def test_a_replaced_toy_key_says_what_to_write_instead():
-    from crosslayer.schema_types import renamed_keys
-
-    assert renamed_keys({"toy": {"steps": 10, "runs": {"r": {"activation": "relu"}}}}) == []
-    messages = renamed_keys({"toy": {"epochs": 3, "runs": {"a": {"epochs": 5}, "b": {}}}})
-    assert [m.split(" is replaced")[0] for m in messages] == ["toy.epochs", "toy.runs.a.epochs"]
-    assert all("toy.steps" in m and "9,380" in m for m in messages)
-    assert renamed_keys({}) == [] and renamed_keys({"toy": None}) == []

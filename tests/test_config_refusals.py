@@ -175,3 +175,13 @@ def test_torchvision_keys_name_the_setting_that_needs_the_extra(embedded):
     assert torchvision_keys(changed(config, toy={"activate": False})) == []
     config["toy"]["runs"] = {}  # no toy job reads MNIST
     assert torchvision_keys(config) == []
+
+
+def test_a_replaced_toy_key_says_what_to_write_instead():
+    from crosslayer.schema_types import renamed_keys
+
+    assert renamed_keys({"toy": {"steps": 10, "runs": {"r": {"activation": "relu"}}}}) == []
+    messages = renamed_keys({"toy": {"epochs": 3, "runs": {"a": {"epochs": 5}, "b": {}}}})
+    assert [m.split(" is replaced")[0] for m in messages] == ["toy.epochs", "toy.runs.a.epochs"]
+    assert all("toy.steps" in m and "9,380" in m for m in messages)
+    assert renamed_keys({}) == [] and renamed_keys({"toy": None}) == []
