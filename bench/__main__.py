@@ -10,8 +10,8 @@
 ``continuity`` time and peak memory of paper 003's continuity stage on a synthetic Llama-shaped
             checkpoint (default: Llama-3.1-8B's layer shapes, 3 layers, projected to 32), and the
             float32 SVD seconds of each projection shape.
-``toy``     paper 003's toy: seconds per Adam step of one run on the CPU (one thread) and on CUDA
-            where there is one, its matrix-product FLOP/s as a share of the device's float32 GEMM
+``toy``     paper 003's toy: seconds per Adam step of one seed, alone and with 3 seeds batched, on
+            the CPU (one thread) and on CUDA where there is one, its matrix-product FLOP/s as a share of the device's float32 GEMM
             rate, one tracked row's cost; the default's Table 1 grid through Snakemake (wall time,
             seconds per job) and its projection to the paper's 9,380 steps.
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.

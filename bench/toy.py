@@ -19,24 +19,32 @@ def step_flops(config, n_in, n_out):
     return 2 * B * D * (3 * config.depth * D + 2 * n_in + 3 * n_out)
 
 
-def step_seconds(config, data, device, steps=200):
-    """Seconds per Adam step of :func:`train_toy` (tracking accumulations included, the tracked
-    rows' SVDs not): the difference of a run of 2 * `steps` and one of `steps`, each tracked once."""
+def step_seconds(config, data, device, steps=200, seeds=None):
+    """Seconds per Adam step of one seed (tracking accumulations included, the tracked rows' SVDs
+    not): the difference of a run of 2 * `steps` and one of `steps`, each tracked once; of
+    :func:`train_toy`, or with `seeds` of :func:`train_toy_seeds` (all batched) divided by their count."""
     from dataclasses import replace
 
     from crosslayer.continuity.toy import train_toy
+    from crosslayer.continuity.toy_batched import train_toy_seeds
 
-    short, _ = _timed(lambda: train_toy(replace(config, steps=steps, track=1), data, device=device), 3)
-    long, _ = _timed(lambda: train_toy(replace(config, steps=2 * steps, track=1), data, device=device), 3)
-    return (long - short) / steps
+    def run(n):
+        short = replace(config, steps=n, track=1)
+        return train_toy(short, data, device=device) if seeds is None else train_toy_seeds(short, seeds, data,
+                                                                                            device=device)
+
+    short, _ = _timed(lambda: run(steps), 3)
+    long, _ = _timed(lambda: run(2 * steps), 3)
+    return (long - short) / steps / (1 if seeds is None else len(seeds))
 
 
 def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True, step_count=200):
     """Per device (the CPU on one thread, and CUDA where there is one): seconds per Adam step of
-    a Res+ReLU and a Res+GELU run, their matrix-product FLOP/s against the device's float32 GEMM
-    rate, and one tracked row's cost; then the Table 1 grid (the default's 11 runs) x `seeds` at
-    `steps` through Snakemake on `cores`, and the projection to the paper's 9,380 steps. The step
-    time is the difference of runs of 2 * `step_count` and `step_count` steps."""
+    one seed of a Res+ReLU and a Res+GELU run, alone and with `seeds` batched, their matrix-product
+    FLOP/s against the device's float32 GEMM rate, and one tracked row's cost; then the Table 1
+    grid (the default's 11 runs) x `seeds` at `steps` through Snakemake on `cores`, and the
+    projection to the paper's 9,380 steps. The step time is the difference of runs of
+    2 * `step_count` and `step_count` steps."""
     import torch
 
     from crosslayer.continuity.toy import ToyConfig, _row, as_tensors
@@ -45,24 +53,27 @@ def bench_toy(cores=2, seeds=(0, 1, 2), steps=938, track=10, grid=True, step_cou
     torch.set_num_threads(1)
     data = as_tensors(dict(zip(("x_train", "y_train", "x_test", "y_test"), load_mnist("package"))))
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-    print(f"{'device':<6} {'run':<9} {'ms/step':>8} {'GFLOP/s':>8} {'GEMM GFLOP/s':>13} {'share':>6} {'row ms':>7}")
+    print(f"{'device':<6} {'run':<9} {'seeds':<10} {'ms/step':>8} {'GFLOP/s':>8} {'GEMM GFLOP/s':>13} {'share':>6} "
+          f"{'row ms':>7}")
     per_step = {}
     for device in devices:
         gemm = _gemm_rates(device, n=1024, dtypes=("float32",), repeat=5)["float32"]
         for activation in ("relu", "gelu"):
             config = ToyConfig(activation=activation)
-            seconds = step_seconds(config, data, device, steps=step_count)
-            per_step[device, activation] = seconds
             stacks = {name: torch.randn(config.depth, config.width, config.width, device=device)
                       for name in ("W", "G", "Gcum", *(f"ema{b:g}" for b in config.ema_betas))}
             row, _ = _timed(lambda: _row(stacks, 2), 3)
-            rate = step_flops(config, data[0].shape[1], 10) / seconds
-            print(f"{device:<6} {'res_' + activation:<9} {seconds * 1e3:>8.2f} {rate / 1e9:>8.1f} {gemm / 1e9:>13.1f} "
-                  f"{rate / gemm:>6.0%} {row * 1e3:>7.0f}")
-    print("batched seeds (stacked weights): not built on main; a trial (branch toy-batched-trial) ran 0.74-0.94x "
-          "the speed of one seed at a time on one CPU thread (docs/benchmarks.md)")
+            for batched in (None, seeds):
+                seconds = step_seconds(config, data, device, steps=step_count, seeds=batched)
+                per_step[device, activation, batched] = seconds
+                rate = step_flops(config, data[0].shape[1], 10) / seconds
+                mode = "alone" if batched is None else f"batch-{len(seeds)}"
+                print(f"{device:<6} {'res_' + activation:<9} {mode:<10} {seconds * 1e3:>8.2f} {rate / 1e9:>8.1f} "
+                      f"{gemm / 1e9:>13.1f} {rate / gemm:>6.0%} {row * 1e3:>7.0f}")
+            print(f"{'':<6} {'':<9} batched/alone speed: "
+                  f"{per_step[device, activation, None] / per_step[device, activation, seeds]:.2f}x")
     if grid:
-        _grid(cores, seeds, steps, track, per_step["cpu", "relu"])
+        _grid(cores, seeds, steps, track, per_step["cpu", "relu", None])
 
 
 def _grid(cores, seeds, steps, track, step_s):

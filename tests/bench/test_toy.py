@@ -20,6 +20,8 @@ def test_the_benchmark_prints_a_row_per_run_and_device(capsys):
     bench_toy(grid=False, step_count=20)
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("cpu")]
-    assert [row[1] for row in rows] == ["res_relu", "res_gelu"]
+    assert [row[1:3] for row in rows] == [["res_relu", "alone"], ["res_relu", "batch-3"], ["res_gelu", "alone"],
+                                          ["res_gelu", "batch-3"]]
     for row in rows:  # ms per step, GFLOP/s, the GEMM rate and the share as numbers (their sizes are the machine's)
-        float(row[2]), float(row[3]), float(row[4]), float(row[5].rstrip("%"))
+        float(row[3]), float(row[4]), float(row[5]), float(row[6].rstrip("%"))
+    assert out.count("batched/alone speed") == 2

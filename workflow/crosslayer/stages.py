@@ -128,7 +128,7 @@ STAGES = (
           summaries=("results/continuity/table2.tsv",),
           figures=_figures("continuity", "bars", "over_training", "layers", "pca")),
     Stage("toy", "003", "the toy MLP grid (symmetry breaking)", "Continuity", "Toy ablations", models="none",
-          figures=tuple(Figure(name, f"toy_{name}", path=f"results/figures/toy/{name}")
+          device=True, figures=tuple(Figure(name, f"toy_{name}", path=f"results/figures/toy/{name}")
                         for name in ("over_epochs", "final", "drift", "ema_alignment"))),
     Stage("toy_datasets", "003", "the toy MLP grid across image sets (gradient rank, Fig. 13)", "Continuity",
           "Toy ablations", models="none", summaries=("results/toy/datasets.tsv",),

@@ -1,5 +1,5 @@
 # The toy residual-MLP ablations of paper 003 (section 4) on real MNIST: one job per run, its seeds in
-# turn (a toy seed trains in about a second: one process each would spend most of its time starting).
+# turn, or batched on cuda (one process per seed would spend much of its time starting).
 TOY = config["toy"]
 TOY_RUNS = list(TOY["runs"])
 # Fig. 13: toy.datasets.runs again on other image sets, under results/toy/<set>/ (MNIST first; none: no figure)
@@ -42,7 +42,9 @@ rule train_toy:
     conda:
         "../../envs/toy.yaml"
     threads: TOY["threads"]
-    params:
+    resources:
+        gpu=get_gpu_request(TOY["device"]),
+    params:  # toy.device is read from the config: speed and rounding only, it re-runs nothing
         settings=get_toy_settings,
         seeds=TOY["seeds"],
         erank_power=TOY["erank_power"],
