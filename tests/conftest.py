@@ -6,6 +6,7 @@ tests/tiny_families.py (``tiny_model(family)`` and the shared shapes); Snakemake
 tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml."""
 
 import os
+import shutil
 import warnings
 
 import matplotlib
@@ -25,12 +26,49 @@ transformers.logging.set_verbosity_error()
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """The workflow run for real on tests/configs/tiny.yaml, once per session (minutes): the outputs
-    tests/workflow/test_workflow.py checks, and those the other workflow tests start from."""
+    tests/workflow/test_workflow.py checks, and those the other workflow tests start from. Under
+    pytest-xdist, once for all workers: the first to ask makes it, the others wait for it."""
+    from filelock import FileLock
     from snakemake_runs import TINY, snakemake
 
-    workdir = tmp_path_factory.mktemp("tiny_run")
-    snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        workdir = tmp_path_factory.mktemp("tiny_run")
+        snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
+        return workdir
+    shared = tmp_path_factory.getbasetemp().parent  # this session's, above each worker's own
+    workdir, done = shared / "tiny_run", shared / "tiny_run.done"
+    with FileLock(shared / "tiny_run.lock"):
+        if not done.exists():  # a worker whose run failed left no mark: the next one tries again
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            snakemake(workdir, "--cores", "2", "--configfile", str(TINY))
+            done.touch()
     return workdir
+
+
+#: Groups of test modules that run on one pytest-xdist worker (make test: -n auto --dist loadgroup),
+#: first: those that start from the tiny run, then the module's own run of it, then the two that
+#: start a SLURM cluster (two at once would share its ports). Every other module is a group of its
+#: own, so that its module-scoped fixtures are made once.
+FIRST_GROUPS = ("tiny_run", "test_module", "slurm")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker: the order is the files'
+        return
+    modules = {}
+    for item in items:
+        modules.setdefault(item.module.__name__, []).append(item)
+    for name, module_items in modules.items():
+        fixtures = {fixture for item in module_items for fixture in getattr(item, "fixturenames", ())}
+        group = "tiny_run" if "tiny_run" in fixtures else "slurm" if "cluster" in fixtures else name.rsplit(".", 1)[-1]
+        for item in module_items:
+            item.add_marker(pytest.mark.xdist_group(group))
+    # the longest groups first, so that the workers end together (make test: --no-loadscope-reorder)
+    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
+    items.sort(key=lambda item: (rank.get(item.get_closest_marker("xdist_group").args[0], len(rank)),
+                                 item.get_closest_marker("workflow") is None))
 
 
 @pytest.fixture(scope="module")

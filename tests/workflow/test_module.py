@@ -80,7 +80,7 @@ def test_a_module_from_a_path_plans_the_direct_runs_jobs_without_the_library_ins
     assert "localrules directive specifies rules that are not present" not in result.output
 
 
-def test_a_module_from_a_github_tag_writes_the_bytes_of_a_direct_run(tmp_path, direct_plan, tiny_run):
+def test_a_module_from_a_github_tag_writes_the_bytes_of_a_direct_run(tmp_path, direct_plan, request):
     # The whole run in another directory, through the module: every file under results/ (trained
     # weights, manifests, arrays, tables, graphs, PDF and PNG figures) byte for byte as the direct
     # run's, so this is also the check that a second run elsewhere writes the same bytes. Logs,
@@ -90,6 +90,7 @@ def test_a_module_from_a_github_tag_writes_the_bytes_of_a_direct_run(tmp_path, d
     assert planned_jobs(user_snakemake(workdir, "-n", env=env).output, prefix="crosslayer_") == direct_plan
 
     user_snakemake(workdir, "--cores", "2", env=env)
+    tiny_run = request.getfixturevalue("tiny_run")  # only now: under pytest-xdist another worker makes it meanwhile
 
     def results(root):
         return sorted(p.relative_to(root) for p in (root / "results").rglob("*")  # the report: another test's
