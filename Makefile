@@ -36,12 +36,12 @@ run: setup
 	$(BIN)/snakemake --cores $(CORES)  # with profiles/default
 	$(BIN)/snakemake --report results/report.html
 
-# One pytest-xdist worker per core; tests/conftest.py groups the modules that share a run or a cluster.
+# One pytest-xdist worker per core; tests/conftest.py keeps the modules that share a run or a cluster on one.
 test: setup
-	$(BIN)/python -m pytest -n auto --dist loadgroup --no-loadscope-reorder --durations=25  # the slowest tests, to keep CI well inside 30 minutes
+	$(BIN)/python -m pytest -n auto --dist loadscope --no-loadscope-reorder --durations=25  # the slowest tests, to keep CI well inside 30 minutes
 
 test-fast: setup
-	$(BIN)/python -m pytest -n auto --dist loadgroup --no-loadscope-reorder -m "not workflow"
+	$(BIN)/python -m pytest -n auto --dist loadscope --no-loadscope-reorder -m "not workflow"
 
 bench: setup
 	$(BIN)/python -m bench

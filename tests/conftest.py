@@ -3,7 +3,8 @@ workflow/crosslayer/<subpackage>/<module>.py, tests/bench/ for bench/, and tests
 runs Snakemake or SLURM or checks the documents and envs. Helper modules at this level (importable
 from every test through pytest's pythonpath): tiny random models of every family,
 tests/tiny_families.py (``tiny_model(family)`` and the shared shapes); Snakemake in a subprocess,
-tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml."""
+tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml; the units of work
+on pytest-xdist workers (make test runs one per core), tests/workers.py."""
 
 import os
 import shutil
@@ -13,6 +14,7 @@ import matplotlib
 import pytest
 import torch
 import transformers
+from workers import FIRST, work_unit
 
 matplotlib.use("Agg")  # figures in tests never need a display
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
@@ -46,29 +48,25 @@ def tiny_run(tmp_path_factory):
     return workdir
 
 
-#: Groups of test modules that run on one pytest-xdist worker (make test: -n auto --dist loadgroup),
-#: first: those that start from the tiny run, then the module's own run of it, then the two that
-#: start a SLURM cluster (two at once would share its ports). Every other module is a group of its
-#: own, so that its module-scoped fixtures are made once.
-FIRST_GROUPS = ("tiny_run", "test_module", "slurm")
+def pytest_xdist_make_scheduler(config, log):
+    """Units of work as :func:`work_unit` says (pytest-xdist's own xdist_group marks cannot rename
+    nodeids under pytest 9)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            return work_unit(nodeid)
+
+    return Units(config, log)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
-    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker: the order is the files'
-        return
-    modules = {}
-    for item in items:
-        modules.setdefault(item.module.__name__, []).append(item)
-    for name, module_items in modules.items():
-        fixtures = {fixture for item in module_items for fixture in getattr(item, "fixturenames", ())}
-        group = "tiny_run" if "tiny_run" in fixtures else "slurm" if "cluster" in fixtures else name.rsplit(".", 1)[-1]
-        for item in module_items:
-            item.add_marker(pytest.mark.xdist_group(group))
-    # the longest groups first, so that the workers end together (make test: --no-loadscope-reorder)
-    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
-    items.sort(key=lambda item: (rank.get(item.get_closest_marker("xdist_group").args[0], len(rank)),
-                                 item.get_closest_marker("workflow") is None))
+    """On a pytest-xdist worker, the FIRST units first (the controller keeps the order with
+    --no-loadscope-reorder); elsewhere the order is the files'."""
+    if hasattr(config, "workerinput"):
+        rank = {unit: i for i, unit in enumerate(FIRST)}
+        items.sort(key=lambda item: (rank.get(work_unit(item.nodeid), len(rank)),
+                                     item.get_closest_marker("workflow") is None))
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +118,4 @@ def offline(monkeypatch):
     # and is_offline_mode() (checked before every HTTP request) returns that constant, so
     # setting the variable now is not enough: patch the constant too.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+
