@@ -150,6 +150,7 @@ CHANGES = {
     "toy.ema_betas": [0.9],
     "toy.erank_power": 1,
     "toy.threads": 2,
+    "toy.device": "cuda",
     "toy.drift_runs": ["res_relu"],
     "toy.ema_run": "nores_none",
     "toy.datasets.names": ["fashion_mnist"],
