@@ -17,7 +17,7 @@ def test_step_flops_are_the_matrix_products_torch_counts_in_a_forward_and_backwa
 
 
 def test_the_benchmark_prints_a_row_per_run_and_device(capsys):
-    bench_toy(grid=False, step_count=20)
+    bench_toy(grid=False, step_count=10)
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.startswith("cpu")]
     assert [row[1:3] for row in rows] == [["res_relu", "alone"], ["res_relu", "batch-3"], ["res_gelu", "alone"],
