@@ -49,8 +49,8 @@ def tiny_run(tmp_path_factory):
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """Units of work as :func:`work_unit` says (pytest-xdist's own xdist_group marks cannot rename
-    nodeids under pytest 9)."""
+    """Units of work as :func:`work_unit` says (pytest-xdist's own ``--dist loadgroup`` groups
+    nothing under pytest 9: pytest-dev/pytest-xdist#1386)."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Units(LoadScopeScheduling):
