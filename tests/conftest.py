@@ -118,4 +118,3 @@ def offline(monkeypatch):
     # and is_offline_mode() (checked before every HTTP request) returns that constant, so
     # setting the variable now is not enough: patch the constant too.
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-
