@@ -6,6 +6,7 @@ import torch
 
 torch.set_num_threads(snakemake.threads)  # the rule's threads: oversubscribing cores is 3-8x slower
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -24,7 +25,7 @@ if device == "cuda":  # the seeds stacked: one kernel per layer for all (on a CP
     results = train_toy_seeds(config, seeds, data, erank_power=snakemake.params.erank_power, device=device,
                               progress=lambda tracked: tqdm(tracked, desc=f"{run} seeds {seeds}", unit="row"))
 else:
-    results = [train_toy(ToyConfig(**settings, seed=seed), data, erank_power=snakemake.params.erank_power,
+    results = [train_toy(dataclasses.replace(config, seed=seed), data, erank_power=snakemake.params.erank_power,
                          progress=lambda tracked: tqdm(tracked, desc=f"{run} seed {seed}", unit="row"))[:2]
                for seed in seeds]
 for seed, (records, status), epochs_path, status_path in zip(seeds, results, snakemake.output.epochs,

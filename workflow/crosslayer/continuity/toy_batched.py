@@ -57,6 +57,9 @@ def train_toy_seeds(config: ToyConfig, seeds, data, *, erank_power=2, device="cp
     def stacked(grad=False):  # (S, depth, D, D)
         return torch.stack([(params[name].grad if grad else params[name]).detach() for name in hidden], dim=1)
 
+    def test_accuracy():  # each seed's
+        return _accuracy(lambda xb: forward(params, buffers, xb), x_test, y_test, S)
+
     first_batch = x_train[: config.batch_size].expand(S, -1, -1), y_train[: config.batch_size].expand(S, -1)
     loss0 = losses(*first_batch)
     loss0.sum().backward()  # each seed's gradient is its own loss's: the seeds share no parameter
@@ -64,7 +67,7 @@ def train_toy_seeds(config: ToyConfig, seeds, data, *, erank_power=2, device="cp
     G0 = stacked(grad=True).clone()
     optimizer.zero_grad()
     track = _Tracking(stacked().clone(), config.ema_betas)
-    accuracy = _accuracy(lambda xb: forward(params, buffers, xb), x_test, y_test, S)
+    accuracy = test_accuracy()
     records = [[{"step": 0, "epoch": 0.0, "loss": math.nan, "accuracy": accuracy[s], "dW_rel": 0.0,
                  **_row({"W": track.initial[s], "G": G0[s] if finite0[s] else None, "Gcum": None,
                          **dict.fromkeys(track.names)}, erank_power)}] for s in range(S)]
@@ -86,7 +89,7 @@ def train_toy_seeds(config: ToyConfig, seeds, data, *, erank_power=2, device="cp
             interval.append(loss.detach())
             done += 1
         interval = torch.stack(interval).double().cpu().numpy()  # (steps, S): the one wait per row
-        W, accuracy = stacked(), _accuracy(lambda xb: forward(params, buffers, xb), x_test, y_test, S)
+        W, accuracy = stacked(), test_accuracy()
         for s in range(S):
             if status[s]["diverged"]:
                 continue
