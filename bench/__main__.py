@@ -17,7 +17,8 @@
 ``e2e``     wall time of the embedded default workflow, end to end, in a fresh directory.
 ``jobs``    where a finished run's job-seconds go: per rule, jobs and seconds from its
             ``benchmarks/`` files, and the seconds a fresh interpreter takes to import what the
-            rule's script imports (a fixed cost per job).
+            rule's script imports (a fixed cost per job); with ``--fixed-from`` the benchmarks of a
+            run of tests/configs/tiny.yaml, each rule's fixed cost and computation.
 ``jacobian`` seconds per single-token block Jacobian (paper 004) of a Llama-style (SwiGLU,
             d_ff = 2.6875 d) and a GPT-NeoX-style (parallel, d_ff = 4 d) layer: the paper's
             ``torch.autograd.functional.jacobian``, the same with ``vectorize=True``,
@@ -94,6 +95,7 @@ def _parser():
     e2e.add_argument("--cores", type=int, default=2)
     jobs = sub.add_parser("jobs")
     jobs.add_argument("--benchmarks", default="benchmarks", help="the run's benchmarks/ directory")
+    jobs.add_argument("--fixed-from", help="benchmarks/ of a run of tests/configs/tiny.yaml: each rule's fixed cost per job")
     jac = sub.add_parser("jacobian")
     jac.add_argument("--dims", type=int, nargs="+", default=[256, 512, 1024])
     jac.add_argument("--samples", type=int, default=64)
@@ -158,7 +160,7 @@ def main(argv=None):
     if args.what == "e2e":
         bench_e2e(args.cores)
     if args.what == "jobs":
-        bench_jobs(args.benchmarks)
+        bench_jobs(args.benchmarks, fixed_from=args.fixed_from)
     if args.what == "jacobian":
         bench_jacobian(dims=args.dims, samples=args.samples, styles=args.styles, threads=args.threads,
                        quick=args.quick)

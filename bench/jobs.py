@@ -1,6 +1,9 @@
 """Where a workflow run's job-seconds go: per rule, the jobs' seconds from Snakemake's
 ``benchmark:`` files next to the seconds a fresh interpreter takes to import what the rule's
-script imports (its fixed cost per job, paid before any computation)."""
+script imports (part of its fixed cost per job, paid before any computation). With the benchmarks
+of a run of the reduced test config beside them, whose jobs are almost all fixed cost (interpreter,
+Snakemake's preamble, every import including those made on first use, such as a model's class),
+also each rule's computation: the floor no way of starting jobs can go below."""
 
 import ast
 import statistics
@@ -53,9 +56,12 @@ def job_seconds(benchmarks):
     return seconds
 
 
-def bench_jobs(benchmarks="benchmarks"):
+def bench_jobs(benchmarks="benchmarks", fixed_from=None):
     """Print, per rule: jobs, job-seconds, seconds per job, import seconds per job, and the
-    share of the rule's job-seconds that is imports; totals at the bottom."""
+    share of the rule's job-seconds that is imports; totals at the bottom. `fixed_from`: the
+    benchmarks/ directory of a run of tests/configs/tiny.yaml; its seconds per job, at most the
+    rule's own, are taken as the rule's fixed cost per job (``fixed_s``), and the rest of its
+    job-seconds as computation (``compute_s``)."""
     seconds, scripts = job_seconds(benchmarks), _script_of_rules()
     if not seconds:
         raise SystemExit(f"no benchmark files under {benchmarks}: run the workflow first")
@@ -67,8 +73,16 @@ def bench_jobs(benchmarks="benchmarks"):
                      "import_s": imp, "imports_total": imp * len(values)})
     table = pd.DataFrame(rows).sort_values("job_s", ascending=False)
     table["import_share"] = table["imports_total"] / table["job_s"]
+    if fixed_from is not None:
+        fixed = {rule: statistics.median(values) for rule, values in job_seconds(fixed_from).items()}
+        per_job = table["rule"].map(fixed).fillna(0.0).clip(upper=table["s_per_job"])
+        table["fixed_s"], table["compute_s"] = per_job, table["job_s"] - per_job * table["jobs"]
     print(table.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
     total, imports = table["job_s"].sum(), table["imports_total"].sum()
     print(f"\n{table['jobs'].sum()} jobs, {total:.0f} job-s, of which imports {imports:.0f} job-s "
           f"({imports / total:.0%}); on 2 cores the workflow's wall time is about job-s / 2")
+    if fixed_from is not None:
+        compute = table["compute_s"].sum()
+        print(f"fixed cost {total - compute:.0f} job-s (the reduced run's seconds per job), computation "
+              f"{compute:.0f} job-s: on 2 cores no less than {compute / 2:.0f} s of wall time however jobs start")
     return table
