@@ -246,3 +246,13 @@ def test_a_run_finished_before_the_claims_stage_plans_only_the_claims(tiny_run, 
     for path in ("results/claims", "results/figures/claims"):
         shutil.rmtree(run / path)
     assert planned(run, TINY) == {"claims": 1}
+
+
+def test_an_edit_of_the_claims_package_replans_only_the_claims(tiny_run, monkeypatch):
+    # Snakemake's code trigger sees the rule's script, not the catalogues and engine it imports:
+    # their digest is a parameter (what edits change it: tests/claims/test_source.py)
+    import crosslayer.claims
+
+    assert planned(tiny_run, TINY) == {}
+    monkeypatch.setattr(crosslayer.claims, "source_digest", lambda root=None: "0" * 64)
+    assert planned(tiny_run, TINY) == {"claims": 1}

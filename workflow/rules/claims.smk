@@ -35,5 +35,7 @@ rule claims:
         identities=lambda wildcards: claims_identities(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
+        # the catalogues and the engine live in the library: their edits must re-run the verdicts
+        source=claims_source_digest(),
     script:
         "../scripts/claims.py"

@@ -498,6 +498,13 @@ def claims_tables():
     return papers, tables
 
 
+def claims_source_digest():
+    """The claims package's files' digest (crosslayer.claims.source_digest)."""
+    from crosslayer.claims import source_digest
+
+    return source_digest()
+
+
 def claims_identities():
     """Each model's hub repo and untrained step (crosslayer.claims.subjects): whom the claims are about."""
     from crosslayer.claims.subjects import model_identities
