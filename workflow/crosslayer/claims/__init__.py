@@ -24,14 +24,16 @@ each kind gives (:mod:`crosslayer.claims.kinds`), its error rates measured on pl
 """
 
 import hashlib
+import json
 from pathlib import Path
+
+from crosslayer.files import checkpoint_files, sha256
 
 
 def source_digest(root=None):
     """SHA-256 of every file of this package (catalogues, sentence maps, readers, engine), or of
-    the tree at `root`: the claims rule's parameter that re-runs it when what it judges by changes,
-    as Snakemake's own code trigger sees only the rule's script."""
-    root, digest = Path(root or Path(__file__).parent), hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    the tree at `root`, by path: the claims rule's parameter that re-runs it when what it judges
+    by changes, as Snakemake's own code trigger sees only the rule's script."""
+    files = {name: sha256(path) for name, path in checkpoint_files(root or Path(__file__).parent)
+             if "__pycache__" not in Path(name).parts}
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
