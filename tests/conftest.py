@@ -6,6 +6,7 @@ tests/tiny_families.py (``tiny_model(family)`` and the shared shapes); Snakemake
 tests/snakemake_runs.py; the reduced workflow config: tests/configs/tiny.yaml; the units of work
 on pytest-xdist workers (make test runs one per core), tests/workers.py."""
 
+import gc
 import os
 import shutil
 import warnings
@@ -94,7 +95,11 @@ def ax():
 
 @pytest.fixture
 def strict():
-    """Warnings are errors while the test runs (a singular axis makes matplotlib warn)."""
+    """Warnings are errors while the test runs (a singular axis makes matplotlib warn).
+
+    Earlier tests' garbage is collected first: a finalizer's warning (an unclosed temporary
+    folder) would otherwise be raised in this test, whichever test left it."""
+    gc.collect()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         yield

@@ -3,6 +3,7 @@
 
 import logging
 import signal
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,17 +34,33 @@ def planned(workdir, *configfiles):
         signal.signal(signal.SIGTERM, sigterm)
 
 
-def _planned(workdir, *configfiles):
+@contextmanager
+def _dry_workflow(workdir, configfiles):
+    """Snakemake's workflow API for a dry run of `configfiles` in `workdir`. Its source cache's
+    temporary folder is removed on leaving: left to the garbage collector, its ResourceWarning
+    surfaced in whichever later test ran then (a figure test that makes warnings errors failed)."""
     from snakemake.api import SnakemakeApi
-    from snakemake.logging import logger
     from snakemake.settings.enums import Quietness
-    from snakemake.settings.types import ConfigSettings, DAGSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
-    run_info = _RunInfo()
     with SnakemakeApi(OutputSettings(quiet={Quietness.ALL}, dryrun=True)) as api:
         workflow = api.workflow(resource_settings=ResourceSettings(cores=2),
                                 config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
                                 snakefile=ROOT / "Snakefile", workdir=Path(workdir))
+        try:
+            yield workflow
+        finally:
+            runtime_cache = workflow._workflow.sourcecache.runtime_cache  # no public API closes it
+            if runtime_cache is not None:
+                runtime_cache.cleanup()
+
+
+def _planned(workdir, *configfiles):
+    from snakemake.logging import logger
+    from snakemake.settings.types import DAGSettings
+
+    run_info = _RunInfo()
+    with _dry_workflow(workdir, configfiles) as workflow:
         logger.addHandler(run_info)
         try:
             workflow.dag(DAGSettings()).execute_workflow(executor="dryrun")
@@ -67,12 +84,5 @@ def refusal(workdir, *configfiles):
 def rule_params(workdir, rule, *configfiles):
     """The params of `rule` as the workflow parses them for `configfiles` (those not computed per job):
     what Snakemake compares with a finished job's to decide whether it re-runs."""
-    from snakemake.api import SnakemakeApi
-    from snakemake.settings.enums import Quietness
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-
-    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL}, dryrun=True)) as api:
-        workflow = api.workflow(resource_settings=ResourceSettings(cores=2),
-                                config_settings=ConfigSettings(configfiles=[Path(f) for f in configfiles]),
-                                snakefile=ROOT / "Snakefile", workdir=Path(workdir))
+    with _dry_workflow(workdir, configfiles) as workflow:
         return dict(workflow._workflow.get_rule(rule).params.items())  # no public API reads a rule's params
