@@ -8,6 +8,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Jobs that train, download, build twins or read a whole checkpoint for SVDs or Jacobians: hours
+#: at paper scale (docs/benchmarks.md).
+EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "train_toy_dataset", "download_checkpoint",
+             "build_untrained", "register_checkpoint", "mlp_alignment", "gated_alignment", "block_jacobians",
+             "block_coupling", "projection_continuity", "schur_surgery", "bottleneck_folds", "evaluate"}
+
 
 class _RunInfo(logging.Handler):
     """Keeps the per-rule job counts of the plan Snakemake logs."""
@@ -86,3 +92,10 @@ def rule_params(workdir, rule, *configfiles):
     what Snakemake compares with a finished job's to decide whether it re-runs."""
     with _dry_workflow(workdir, configfiles) as workflow:
         return dict(workflow._workflow.get_rule(rule).params.items())  # no public API reads a rule's params
+
+
+def library_params(workdir, *configfiles):
+    """Each rule that runs a script: (the script's file name, the rule's `library` parameter)."""
+    with _dry_workflow(workdir, configfiles) as workflow:
+        return {rule.name: (Path(rule.script).name, rule.params.get("library"))
+                for rule in workflow._workflow.rules if rule.script}

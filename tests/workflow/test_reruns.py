@@ -9,18 +9,12 @@ import os
 
 import pytest
 import yaml
-from plans import planned
+from plans import EXPENSIVE, planned
 from snakemake_runs import ROOT, TINY
 
 pytestmark = pytest.mark.workflow
 
 DOC = ROOT / "docs" / "reruns.md"
-
-#: Jobs that train, download, build twins or read a whole checkpoint for SVDs or Jacobians: hours
-#: at paper scale (docs/benchmarks.md).
-EXPENSIVE = {"prepare_corpus", "train_model", "train_ablation", "train_toy", "train_toy_dataset", "download_checkpoint",
-             "build_untrained", "register_checkpoint", "mlp_alignment", "gated_alignment", "block_jacobians",
-             "block_coupling", "projection_continuity", "schur_surgery", "bottleneck_folds", "evaluate"}
 
 #: Each key of config/schema.yaml and the value it is changed to (from tiny.yaml's or the default's).
 CHANGES = {
@@ -286,6 +280,13 @@ def render(reruns):
         "only keys that change what they compute may re-run. Keys of a stage that is off, or of a source",
         "that is not selected, re-run nothing. Settings of speed (`threads`, `chunk_mb`, `hold_mb`, and",
         "the analyses' `device`, which like threads changes only float rounding) re-run nothing either.",
+        "",
+        "**The library's code** re-runs jobs as settings do: each rule's `library` parameter is the digest",
+        "of the `crosslayer` modules its script imports, directly or not, and of their packages' data",
+        "files (`workflow/crosslayer/code_digest.py`). After `git pull`, a changed module re-runs the jobs",
+        "of every rule whose script imports it, and what reads their outputs; comments, docstrings and",
+        "layout re-run nothing. Where you know a change leaves a finished run's results as they are,",
+        "`snakemake --touch` (with your usual arguments) records the present code as theirs instead.",
         "",
         "| key | changed to | jobs planned again (rule: jobs) |",
         "|---|---|---|",

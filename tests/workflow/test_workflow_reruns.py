@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from plans import planned, rule_params
-from snakemake_runs import SNAKEMAKE, TINY, overlay, planned_jobs, snakemake
+from plans import EXPENSIVE, library_params, planned, rule_params
+from snakemake_runs import ROOT, SNAKEMAKE, TINY, overlay, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -248,11 +248,40 @@ def test_a_run_finished_before_the_claims_stage_plans_only_the_claims(tiny_run, 
     assert planned(run, TINY) == {"claims": 1}
 
 
-def test_an_edit_of_the_claims_package_replans_only_the_claims(tiny_run, monkeypatch):
-    # Snakemake's code trigger sees the rule's script, not the catalogues and engine it imports:
-    # their digest is a parameter (what edits change it: tests/claims/test_source.py)
-    import crosslayer.claims
+def _edited(monkeypatch, name):
+    """Plans from here on see the library file `name` (under crosslayer/) as changed."""
+    import crosslayer.code_digest as code
 
+    digest = code._file_digest
+    monkeypatch.setattr(code, "_file_digest", lambda path, library: "0" * 64 if path.relative_to(library).as_posix()
+                        == name else digest(path, library))
+
+
+def test_every_rule_has_the_digest_of_the_library_code_its_script_runs(tmp_path):
+    from crosslayer.code_digest import library_digest
+
+    scripts = ROOT / "workflow" / "scripts"
+    rules = library_params(tmp_path, TINY)
+    assert len(rules) > 60
+    assert {rule: library for rule, (_, library) in rules.items()} == \
+        {rule: library_digest(scripts / script) for rule, (script, _) in rules.items()}
+
+
+def test_an_edit_of_a_claims_catalogue_replans_only_the_claims(tiny_run, monkeypatch):
+    # Snakemake's code trigger sees the rule's script, not the library it imports: each rule has
+    # the digest of its script's library code as a parameter (tests/test_code_digest.py)
     assert planned(tiny_run, TINY) == {}
-    monkeypatch.setattr(crosslayer.claims, "source_digest", lambda root=None: "0" * 64)
+    _edited(monkeypatch, "claims/catalogue/003.yaml")
     assert planned(tiny_run, TINY) == {"claims": 1}
+
+
+def test_an_edit_of_a_library_module_replans_the_rules_that_import_it_and_what_reads_them(tiny_run, monkeypatch):
+    from crosslayer.code_digest import LIBRARY, library_files
+
+    importers = {rule for rule, (script, _) in library_params(tiny_run, TINY).items()
+                 if LIBRARY / "alignment" / "measure.py" in library_files(ROOT / "workflow" / "scripts" / script)}
+    assert "mlp_alignment" in importers and "train_model" not in importers
+    _edited(monkeypatch, "alignment/measure.py")
+    jobs = planned(tiny_run, TINY)
+    assert jobs["mlp_alignment"] == 8 and "claims" in jobs  # every checkpoint's, and the verdicts downstream
+    assert {rule for rule in jobs if rule in EXPENSIVE} <= importers, jobs

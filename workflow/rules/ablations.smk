@@ -25,6 +25,7 @@ rule train_ablation:
         gpu=get_ablation_gpu,
     params:
         settings=get_ablation_params,
+        library=library_digest("train_ablation.py"),
     script:
         "../scripts/train_ablation.py"
 
@@ -51,6 +52,7 @@ rule ablation_continuity:
         pca_components=CONTINUITY["pca_components"],
         baseline_draws=CONTINUITY["baseline_draws"],
         seed=CONTINUITY["seed"],
+        library=library_digest("ablation_continuity.py"),
     script:
         "../scripts/ablation_continuity.py"
 
@@ -82,6 +84,7 @@ rule summarize_ablations:
         "../../envs/analysis.yaml"
     params:
         runs=ABLATION_RUNS,
+        library=library_digest("summarize_ablations.py"),
     script:
         "../scripts/summarize_ablations.py"
 
@@ -101,5 +104,6 @@ rule plot_ablations:
     params:
         runs=ABLATION_RUNS,
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_ablations.py"),
     script:
         "../scripts/plot_ablations.py"

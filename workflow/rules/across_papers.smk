@@ -35,6 +35,7 @@ rule across_papers:
         analyses=get_across_analyses,
         settings=ACROSS,
         metric=config["coupling"]["metric"],
+        library=library_digest("across_papers.py"),
     script:
         "../scripts/across_papers.py"
 
@@ -61,6 +62,7 @@ rule across_papers_models:
         "../../envs/analysis.yaml"
     params:
         models=list(MODELS),
+        library=library_digest("across_papers_models.py"),
     script:
         "../scripts/across_papers_models.py"
 
@@ -82,6 +84,7 @@ rule plot_across_papers:
     params:
         steps=get_model_steps,
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_across_papers.py"),
     script:
         "../scripts/plot_across_papers.py"
 
@@ -100,5 +103,6 @@ rule plot_across_papers_models:
         "../../envs/plots.yaml"
     params:
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_across_papers_models.py"),
     script:
         "../scripts/plot_across_papers_models.py"

@@ -20,6 +20,7 @@ rule mlp_alignment:
         k=ALIGNMENT["k"],
         svd_method=ALIGNMENT["svd_method"],
         gap_tol=ALIGNMENT["gap_tol"],
+        library=library_digest("mlp_alignment.py"),
     script:
         "../scripts/mlp_alignment.py"
 
@@ -47,6 +48,7 @@ rule summarize_alignment:
         baseline_draws=ALIGNMENT["baseline_draws"],
         seed=ALIGNMENT["seed"],
         peak_min_sd=ALIGNMENT["peak_min_sd"],
+        library=library_digest("summarize_alignment.py"),
     script:
         "../scripts/summarize_alignment.py"
 
@@ -78,6 +80,7 @@ rule alignment_table:
         "../../envs/analysis.yaml"
     params:
         models=models_for("alignment"),
+        library=library_digest("alignment_table.py"),
     script:
         "../scripts/alignment_table.py"
 
@@ -99,6 +102,7 @@ rule plot_alignment:
         steps=get_model_steps,
         k=ALIGNMENT["k"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_alignment.py"),
     script:
         "../scripts/plot_alignment.py"
 
@@ -119,6 +123,7 @@ rule plot_alignment_overview:
         models=models_for("alignment"),
         k=ALIGNMENT["k"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_alignment_overview.py"),
     script:
         "../scripts/plot_alignment_overview.py"
 
@@ -142,6 +147,7 @@ rule gated_alignment:
         k=ALIGNMENT["k"],
         svd_method=ALIGNMENT["svd_method"],
         gap_tol=ALIGNMENT["gap_tol"],
+        library=library_digest("gated_alignment.py"),
     script:
         "../scripts/gated_alignment.py"
 
@@ -167,5 +173,6 @@ rule gated_table:
     params:
         models=[m for m in gated_models() for s in get_steps(m)],
         steps=[s for m in gated_models() for s in get_steps(m)],
+        library=library_digest("gated_table.py"),
     script:
         "../scripts/gated_table.py"

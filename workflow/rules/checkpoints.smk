@@ -18,6 +18,7 @@ rule prepare_corpus:
         "../../envs/train.yaml"
     params:
         **cfg.corpus_params(config["corpus"]),
+        library=library_digest("prepare_corpus.py"),
     script:
         "../scripts/prepare_corpus.py"
 
@@ -41,6 +42,7 @@ rule train_model:
         gpu=get_train_gpu,
     params:
         settings=get_train_params,
+        library=library_digest("train_model.py"),
     script:
         "../scripts/train_model.py"
 
@@ -64,6 +66,7 @@ rule register_checkpoint:
         source=get_source,
         directory=get_checkpoint_dir,
         revision=get_checkpoint_revision,
+        library=library_digest("register_checkpoint.py"),
     script:
         "../scripts/register_checkpoint.py"
 
@@ -96,6 +99,7 @@ rule build_untrained:
         cache_dir=config["hub"]["cache_dir"],
         attempts=config["hub"]["attempts"],
         backoff_s=config["hub"]["backoff_s"],
+        library=library_digest("build_untrained.py"),
     script:
         "../scripts/build_untrained.py"
 
@@ -118,6 +122,7 @@ rule download_checkpoint:
         cache_dir=config["hub"]["cache_dir"],
         attempts=config["hub"]["attempts"],
         backoff_s=config["hub"]["backoff_s"],
+        library=library_digest("download_checkpoint.py"),
     script:
         "../scripts/download_checkpoint.py"
 
@@ -135,6 +140,7 @@ rule plot_training_loss:
         "../../envs/plots.yaml"
     params:
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_training_loss.py"),
     script:
         "../scripts/plot_training_loss.py"
 
@@ -155,5 +161,6 @@ rule check_duplicate_steps:
         "../../envs/checkpoints.yaml"
     params:
         policy=config["duplicate_steps"],
+        library=library_digest("check_duplicate_steps.py"),
     script:
         "../scripts/check_duplicate_steps.py"

@@ -35,7 +35,6 @@ rule claims:
         identities=lambda wildcards: claims_identities(),
         settings=config["claims"],
         dpi=config["plots"]["dpi"],
-        # the catalogues and the engine live in the library: their edits must re-run the verdicts
-        source=claims_source_digest(),
+        library=library_digest("claims.py"),
     script:
         "../scripts/claims.py"

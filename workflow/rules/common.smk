@@ -498,11 +498,13 @@ def claims_tables():
     return papers, tables
 
 
-def claims_source_digest():
-    """The claims package's files' digest (crosslayer.claims.source_digest)."""
-    from crosslayer.claims import source_digest
+def library_digest(script):
+    """The digest of the library code the rule script `script` runs (crosslayer.code_digest): each
+    rule's `library` parameter, as Snakemake's own code trigger sees the script but not the
+    modules it imports. A remote module's script comes through the source cache."""
+    from crosslayer.code_digest import library_digest as digest
 
-    return source_digest()
+    return digest(workflow.source_path(f"../scripts/{script}"))
 
 
 def claims_identities():

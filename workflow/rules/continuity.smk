@@ -20,6 +20,7 @@ rule projection_continuity:
         gpu=get_gpu_request(CONTINUITY["device"]),
     params:
         projections=CONTINUITY["projections"],
+        library=library_digest("projection_continuity.py"),
     script:
         "../scripts/projection_continuity.py"
 
@@ -41,6 +42,7 @@ rule continuity_statistics:
         pca_components=CONTINUITY["pca_components"],
         baseline_draws=CONTINUITY["baseline_draws"],
         seed=CONTINUITY["seed"],
+        library=library_digest("continuity_statistics.py"),
     script:
         "../scripts/continuity_statistics.py"
 
@@ -58,6 +60,7 @@ rule summarize_continuity:
         "../../envs/analysis.yaml"
     params:
         steps=get_model_steps,
+        library=library_digest("summarize_continuity.py"),
     script:
         "../scripts/summarize_continuity.py"
 
@@ -81,6 +84,7 @@ rule continuity_table:
         "../../envs/analysis.yaml"
     params:
         models=models_for("continuity"),
+        library=library_digest("continuity_table.py"),
     script:
         "../scripts/continuity_table.py"
 
@@ -100,5 +104,6 @@ rule plot_continuity:
     params:
         steps=get_model_steps,
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_continuity.py"),
     script:
         "../scripts/plot_continuity.py"

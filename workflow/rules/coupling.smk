@@ -25,6 +25,7 @@ rule prepare_prompts:
         "../../envs/samples.yaml"
     params:
         prompts={**PROMPTS, "datasets": [{k: v for k, v in spec.items() if k != "pooled"} for spec in PROMPTS["datasets"]]},
+        library=library_digest("prepare_prompts.py"),
     script:
         "../scripts/prepare_prompts.py"
 
@@ -53,6 +54,7 @@ rule block_coupling:
         final_norm=COUPLING["final_norm"],
         example_prompt=COUPLING["example_prompt"],
         max_tokens=PROMPTS["max_tokens"],
+        library=library_digest("block_coupling.py"),
     script:
         "../scripts/block_coupling.py"
 
@@ -73,6 +75,7 @@ rule summarize_coupling:
         metric=COUPLING["metric"],
         window=COUPLING["window"],
         unpooled=UNPOOLED,
+        library=library_digest("summarize_coupling.py"),
     script:
         "../scripts/summarize_coupling.py"
 
@@ -109,6 +112,7 @@ rule coupling_across_models:
         subsets=COUPLING["fit_subsets"],
         scored_checkpoints=cfg.scored_checkpoints(config) if COUPLING["scores"] else {},
         tasks=[task["task"] for task in config["benchmarks"]["tasks"]] if config["benchmarks"]["activate"] else [],
+        library=library_digest("coupling_across_models.py"),
     script:
         "../scripts/coupling_across_models.py"
 
@@ -136,6 +140,7 @@ rule plot_coupling:
         unpooled=UNPOOLED,
         regularity_source=COUPLING["regularity_source"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_coupling.py"),
     script:
         "../scripts/plot_coupling.py"
 
@@ -162,6 +167,7 @@ rule plot_coupling_models:
         metric=COUPLING["metric"],
         final_norm=COUPLING["final_norm"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_coupling_models.py"),
     script:
         "../scripts/plot_coupling_models.py"
 

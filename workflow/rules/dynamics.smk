@@ -20,6 +20,7 @@ rule prepare_samples:
         "../../envs/samples.yaml"
     params:
         samples=cfg.samples_params(SAMPLES),
+        library=library_digest("prepare_samples.py"),
     script:
         "../scripts/prepare_samples.py"
 
@@ -50,6 +51,7 @@ rule block_jacobians:
         per_sample_dtype=DYNAMICS["per_sample_dtype"],
         condition_number=DYNAMICS["condition_number"],
         folds=DYNAMICS["folds"],
+        library=library_digest("block_jacobians.py"),
     script:
         "../scripts/block_jacobians.py"
 
@@ -73,6 +75,7 @@ rule jacobian_spectra:
         seed=DYNAMICS["seed"],
         rank=DYNAMICS["rank"],
         regime_boundaries=DYNAMICS["regime_boundaries"],
+        library=library_digest("jacobian_spectra.py"),
     script:
         "../scripts/jacobian_spectra.py"
 
@@ -97,6 +100,7 @@ rule schur_surgery:
         modes=DYNAMICS["schur"]["modes"],
         rank=DYNAMICS["rank"],
         seed=DYNAMICS["seed"],
+        library=library_digest("schur_surgery.py"),
     script:
         "../scripts/schur_surgery.py"
 
@@ -118,6 +122,7 @@ rule bottleneck_folds:
     params:  # as schur_surgery's: the device and the workers are read from the config
         rank=DYNAMICS["rank"],
         seed=DYNAMICS["seed"],
+        library=library_digest("bottleneck_folds.py"),
     script:
         "../scripts/bottleneck_folds.py"
 
@@ -152,6 +157,7 @@ rule dynamics_regimes:
         "../../envs/analysis.yaml"
     params:
         steps=get_model_steps,
+        library=library_digest("dynamics_regimes.py"),
     script:
         "../scripts/dynamics_regimes.py"
 
@@ -172,6 +178,7 @@ rule plot_dynamics:
     params:
         steps=get_model_steps,
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_dynamics.py"),
     script:
         "../scripts/plot_dynamics.py"
 
@@ -201,5 +208,6 @@ rule plot_dynamics_models:
     params:
         checkpoints=DYNAMICS_CHECKPOINTS,
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_dynamics_models.py"),
     script:
         "../scripts/plot_dynamics_models.py"

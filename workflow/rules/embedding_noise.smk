@@ -24,6 +24,7 @@ rule embedding_noise:
         seed=NOISE["seed"],
         final_norm=COUPLING["final_norm"],
         max_tokens=PROMPTS["max_tokens"],
+        library=library_digest("embedding_noise.py"),
     script:
         "../scripts/embedding_noise.py"
 
@@ -47,6 +48,7 @@ rule summarize_embedding_noise:
         "../../envs/analysis.yaml"
     params:
         steps=get_model_steps,
+        library=library_digest("summarize_embedding_noise.py"),
     script:
         "../scripts/summarize_embedding_noise.py"
 
@@ -64,5 +66,6 @@ rule plot_embedding_noise:
         "../../envs/plots.yaml"
     params:
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_embedding_noise.py"),
     script:
         "../scripts/plot_embedding_noise.py"

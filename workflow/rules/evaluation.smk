@@ -22,6 +22,7 @@ rule prepare_heldout:
         "../../envs/samples.yaml"
     params:
         heldout=cfg.heldout_params(HELDOUT),
+        library=library_digest("prepare_heldout.py"),
     script:
         "../scripts/prepare_heldout.py"
 
@@ -44,6 +45,7 @@ rule heldout_loss:
     params:
         context=HELDOUT["context"],
         max_windows=HELDOUT["max_windows"],
+        library=library_digest("heldout_loss.py"),
     script:
         "../scripts/heldout_loss.py"
 
@@ -67,6 +69,7 @@ rule summarize_heldout:
         "../../envs/analysis.yaml"
     params:
         steps=get_model_steps,
+        library=library_digest("summarize_heldout.py"),
     script:
         "../scripts/summarize_heldout.py"
 
@@ -88,6 +91,7 @@ rule prepare_benchmarks:
     params:
         tasks=BENCHMARKS["tasks"],
         builtin=BENCHMARKS["builtin"],
+        library=library_digest("prepare_benchmarks.py"),
     script:
         "../scripts/prepare_benchmarks.py"
 
@@ -119,6 +123,7 @@ rule evaluate:
         limit=BENCHMARKS["limit"],
         builtin=BENCHMARKS["builtin"],
         dtype=BENCHMARKS["dtype"],
+        library=library_digest("evaluate.py"),
     script:
         "../scripts/evaluate.py"
 
@@ -142,5 +147,6 @@ rule summarize_scores:
         "../../envs/analysis.yaml"
     params:
         steps=lambda wildcards: scored_steps(wildcards.model),
+        library=library_digest("summarize_scores.py"),
     script:
         "../scripts/summarize_scores.py"

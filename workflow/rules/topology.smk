@@ -16,6 +16,7 @@ rule correlation_graphs:
         "../../envs/topology.yaml"
     params:
         k=TOPOLOGY["k"],
+        library=library_digest("correlation_graphs.py"),
     script:
         "../scripts/correlation_graphs.py"
 
@@ -39,6 +40,7 @@ rule detect_communities:
         resolution_neg=TOPOLOGY["resolution_neg"],
         rb_resolution_pos=TOPOLOGY["rb_resolution_pos"],
         rb_resolution_neg=TOPOLOGY["rb_resolution_neg"],
+        library=library_digest("detect_communities.py"),
     script:
         "../scripts/detect_communities.py"
 
@@ -64,6 +66,7 @@ rule topology_statistics:
         rate_permutations=TOPOLOGY["rate_permutations"],
         fdr_q=TOPOLOGY["fdr_q"],
         seed=TOPOLOGY["seed"],
+        library=library_digest("topology_statistics.py"),
     script:
         "../scripts/topology_statistics.py"
 
@@ -93,6 +96,7 @@ rule topology_tables:
     params:
         models=[model for model, _, _ in topology_files("summary")],
         steps=[step for _, step, _ in topology_files("summary")],
+        library=library_digest("topology_tables.py"),
     script:
         "../scripts/topology_tables.py"
 
@@ -118,6 +122,7 @@ rule plot_topology:
         fdr_q=TOPOLOGY["fdr_q"],
         tail=TOPOLOGY["tail"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_topology.py"),
     script:
         "../scripts/plot_topology.py"
 
@@ -141,5 +146,6 @@ rule plot_alignment_vs_boundary:
         permutations=TOPOLOGY["rate_permutations"],
         seed=TOPOLOGY["seed"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_alignment_vs_boundary.py"),
     script:
         "../scripts/plot_alignment_vs_boundary.py"

@@ -24,7 +24,8 @@ rule prepare_mnist:
     conda:
         "../../envs/toy.yaml"
     params:
-        **cfg.mnist_params(TOY["data"]),
+        data=cfg.mnist_params(TOY["data"]),
+        library=library_digest("prepare_mnist.py"),
     script:
         "../scripts/prepare_mnist.py"
 
@@ -48,6 +49,7 @@ rule train_toy:
         settings=get_toy_settings,
         seeds=TOY["seeds"],
         erank_power=TOY["erank_power"],
+        library=library_digest("train_toy.py"),
     script:
         "../scripts/train_toy.py"
 
@@ -65,6 +67,7 @@ rule prepare_toy_dataset:
         "../../envs/toy.yaml"
     params:
         directory=TOY["datasets"]["directory"],
+        library=library_digest("prepare_toy_dataset.py"),
     script:
         "../scripts/prepare_toy_dataset.py"
 
@@ -104,6 +107,7 @@ rule summarize_toy:
     params:
         runs=TOY_RUNS,
         seeds=TOY["seeds"],
+        library=library_digest("summarize_toy.py"),
     script:
         "../scripts/summarize_toy.py"
 
@@ -125,6 +129,7 @@ rule plot_toy:
         drift_runs=TOY["drift_runs"],
         ema_run=TOY["ema_run"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_toy.py"),
     script:
         "../scripts/plot_toy.py"
 
@@ -151,6 +156,7 @@ rule summarize_toy_datasets:
         image_sets=TOY_IMAGE_SETS,
         runs=TOY["datasets"]["runs"],
         seeds=TOY["seeds"],
+        library=library_digest("summarize_toy_datasets.py"),
     script:
         "../scripts/summarize_toy_datasets.py"
 
@@ -170,5 +176,6 @@ rule plot_toy_datasets:
         image_sets=TOY_IMAGE_SETS,
         runs=TOY["datasets"]["runs"],
         dpi=config["plots"]["dpi"],
+        library=library_digest("plot_toy_datasets.py"),
     script:
         "../scripts/plot_toy_datasets.py"

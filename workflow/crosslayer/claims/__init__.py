@@ -22,18 +22,3 @@ each kind gives (:mod:`crosslayer.claims.kinds`), its error rates measured on pl
     a table or column absent), or the catalogue marks the claim beyond the workflow's tables; the
     reason names what is missing.
 """
-
-import hashlib
-import json
-from pathlib import Path
-
-from crosslayer.files import checkpoint_files, sha256
-
-
-def source_digest(root=None):
-    """SHA-256 of every file of this package (catalogues, sentence maps, readers, engine), or of
-    the tree at `root`, by path: the claims rule's parameter that re-runs it when what it judges
-    by changes, as Snakemake's own code trigger sees only the rule's script."""
-    files = {name: sha256(path) for name, path in checkpoint_files(root or Path(__file__).parent)
-             if "__pycache__" not in Path(name).parts}
-    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
