@@ -1,6 +1,8 @@
 """The digest of the library code a rule's script runs (crosslayer.code_digest): what re-runs a
 rule when a module it imports changes (the workflow side: tests/workflow/test_workflow_reruns.py)."""
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import crosslayer
+import crosslayer.code_digest as code
 from crosslayer.code_digest import library_digest, library_files
 
 LIBRARY = Path(crosslayer.__file__).parent
@@ -73,3 +76,42 @@ def test_each_script_has_the_digest_of_its_own_modules():
     digests = {script.name: library_digest(script) for script in SCRIPTS.glob("*.py")}
     assert len(set(digests.values())) > len(digests) / 2  # scripts import different modules
     assert library_files(SCRIPTS / "_setup.py") == []
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """The cache file in `tmp_path`, and a function that forgets what this process read, as a new
+    process would; forgotten again after the test (its entries must not reach other tests)."""
+    def new_process():
+        code._cache.cache_clear()
+        code._module.cache_clear()
+
+    monkeypatch.setattr(code, "CACHE", tmp_path / "cache" / "code_digest.json")
+    new_process()
+    yield code.CACHE, new_process
+    new_process()
+
+
+def test_the_cache_is_read_by_content_and_an_unreadable_one_is_parsed_anew(copy, cache):
+    (library, script), (path, new_process) = copy, cache
+    first = library_digest(script, library)
+    cached = json.loads(path.read_text())
+    engine = library / "claims" / "engine.py"
+    key = hashlib.sha256(engine.read_bytes()).hexdigest()
+    assert cached["version"] == code.CACHE_VERSION and key in cached["modules"]
+    assert len(cached["modules"]) == sum(p.suffix == ".py" for p in library_files(script, library)) + 1  # + script
+
+    cached["modules"][key][1] = "0" * 64  # an entry no parse gives: a new process uses what is stored
+    path.write_text(json.dumps(cached))
+    new_process()
+    assert library_digest(script, library) != first
+
+    _edited(engine, "def ", "def _unused(): pass\n\n\ndef ")  # an edited module is another key: parsed
+    new_process()
+    edited = library_digest(script, library)
+    assert edited != first and hashlib.sha256(engine.read_bytes()).hexdigest() in json.loads(path.read_text())["modules"]
+
+    path.write_text("{not json")  # a torn or foreign file: parsed anew, and written whole again
+    new_process()
+    assert library_digest(script, library) == edited
+    assert json.loads(path.read_text())["version"] == code.CACHE_VERSION
