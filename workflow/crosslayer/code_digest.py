@@ -18,8 +18,9 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
+
+from crosslayer.files import sha256, write_json_atomically
 
 __all__ = ["library_digest", "library_files"]
 
@@ -59,9 +60,7 @@ def library_files(script, library=LIBRARY):
 
 
 def _file_digest(path):
-    if path.suffix != ".py":
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    return _read(path)[1]
+    return _read(path)[1] if path.suffix == ".py" else sha256(path)
 
 
 def _imported(path, library):
@@ -129,12 +128,8 @@ def _save():
     if not cache["new"]:
         return
     modules = dict(list(cache["modules"].items())[-CACHE_ENTRIES:])
-    try:
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=CACHE.parent, prefix=".code_digest.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"version": CACHE_VERSION, "modules": modules}, f)
-        os.replace(tmp, CACHE)  # a process reading meanwhile sees the old file or this one, whole
+    try:  # a process reading meanwhile sees the old file or this one, whole
+        write_json_atomically(CACHE, {"version": CACHE_VERSION, "modules": modules})
         cache["new"] = False
     except OSError:
         pass  # a cache only: the next process parses again
